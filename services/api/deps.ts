@@ -1,0 +1,53 @@
+import type { RequestHandler } from 'express'
+import type { Redis } from 'ioredis'
+import type { ClickHouse } from '../../shared/clickhouse/client.js'
+import type { Config } from '../../shared/config.js'
+import type { Pool } from '../../shared/db/pool.js'
+import type { Permission } from '../../shared/domain/permissions.js'
+import type { Logger } from '../../shared/logger.js'
+import type { Producer } from '../../shared/queue/jobs.js'
+import type { QueueRegistry } from '../../shared/queue/queues.js'
+import type { RequestTracker } from '../../shared/queue/request-tracker.js'
+import type { Metrics } from '../../shared/metrics.js'
+import type { Context } from '../../shared/context.js'
+import { RateLimits, WorkspaceCache } from './middleware/rate-limit.js'
+
+/** What route families may use. The API tier never holds ClickHouse unless embedded. */
+export interface ApiDeps {
+  config: Config
+  logger: Logger
+  pg: Pool
+  redis: Redis
+  queues: QueueRegistry
+  tracker: RequestTracker
+  producer: Producer
+  workspaces: WorkspaceCache
+  rateLimits: RateLimits
+  metrics: Metrics
+  adminToken: string
+  clickhouse?: ClickHouse
+}
+
+/**
+ * The middleware chain of an API-key endpoint: authenticate, rate-limit the workspace, check the
+ * permission; `write` endpoints also get a request id and Idempotency-Key handling.
+ */
+export type Guard = (permission: Permission, opts?: { write?: boolean }) => RequestHandler[]
+
+/** The API's dependencies, built from a process's context. */
+export function apiDepsFrom(ctx: Context, metrics: Metrics, adminToken: string): ApiDeps {
+  return {
+    config: ctx.config,
+    logger: ctx.logger,
+    pg: ctx.pg,
+    redis: ctx.redis,
+    queues: ctx.queues,
+    tracker: ctx.tracker,
+    producer: { queues: ctx.queues, tracker: ctx.tracker },
+    workspaces: new WorkspaceCache(ctx.pg),
+    rateLimits: new RateLimits(ctx.redis, ctx.config.QUEUE_PREFIX),
+    metrics,
+    adminToken,
+    clickhouse: ctx.clickhouse,
+  }
+}

@@ -1,0 +1,236 @@
+import { Router } from 'express'
+import { z } from 'zod'
+import { createApiKey, createScimToken, revokeApiKey } from '../../../shared/db/repositories/credential-repository.js'
+import { getExport } from '../../../shared/db/repositories/export-repository.js'
+import { createSegment, getSegment } from '../../../shared/db/repositories/segment-repository.js'
+import { createSubscriptionGroup } from '../../../shared/db/repositories/subscription-group-repository.js'
+import {
+  createWorkspace,
+  getWorkspace,
+  replaceBlockedExternalIds,
+  setExportStorage,
+  setGlobalControlPercent,
+  setRateLimits,
+} from '../../../shared/db/repositories/workspace-repository.js'
+import { countSegmentMembers } from '../../../shared/clickhouse/segment-repository.js'
+import { Permissions } from '../../../shared/domain/permissions.js'
+import { RateLimitedPaths, bucketFor, DefaultBuckets } from '../../../shared/domain/rate-limits.js'
+import { Filter } from '../../../shared/domain/segment-filter.js'
+import { conflict, notFound } from '../../../shared/errors.js'
+import { requireAdminToken } from '../middleware/auth.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
+import { parseOr400 } from '../validation.js'
+
+const Name = z.string().trim().min(1).max(200)
+
+export const CreateWorkspace = z.object({ name: Name }).strict()
+export const CreateApiKey = z.object({ name: Name, permissions: z.array(z.enum(Permissions)).min(1) }).strict()
+export const CreateScimToken = z.object({ request_origin: z.string().trim().min(1).max(500) }).strict()
+export const CreateSubscriptionGroup = z.object({ name: Name, channel: z.enum(['email', 'sms', 'whatsapp']) }).strict()
+export const CreateSegment = z.object({ name: Name, filter: Filter }).strict()
+export const GlobalControlGroup = z.object({ percent: z.number().min(0).max(100) }).strict()
+export const ExportStorageBody = z
+  .object({
+    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'must be a DNS-style bucket name'),
+    region: z.string().min(1),
+    endpoint: z.string().url().optional(),
+    force_path_style: z.boolean().optional(),
+    access_key_id: z.string().min(1),
+    secret_access_key: z.string().min(1),
+  })
+  .strict()
+const Limit = z.object({ limit: z.number().int().min(1).max(1e9), window_seconds: z.number().int().min(1).max(31 * 86400) }).strict()
+export const RateLimitsBody = z
+  .object({
+    default_per_hour: z.number().int().min(1).max(1e9).optional(),
+    endpoints: z.partialRecord(z.enum(RateLimitedPaths as [string, ...string[]]), Limit).optional(),
+  })
+  .strict()
+// External ids are at most 512 characters wherever they are accepted (and an index row holds no more than 2704 bytes).
+export const BlockedIds = z.object({ external_ids: z.array(z.string().min(1).max(512)).max(100_000) }).strict()
+
+const admin = (op: Omit<ApiOperation, 'auth'>): ApiOperation => ({ ...op, auth: 'admin' })
+
+export const openapi: ApiOperation[] = [
+  admin({ method: 'post', path: '/admin/v1/workspaces', summary: 'Create a workspace', body: CreateWorkspace, responses: { 201: '`{id, name}`', 409: 'the name exists' } }),
+  admin({
+    method: 'post',
+    path: '/admin/v1/workspaces/:ws/api_keys',
+    summary: 'Create an API key (the key is shown once)',
+    body: CreateApiKey,
+    responses: { 201: '`{id, key, permissions}`', 404: 'unknown workspace' },
+  }),
+  admin({ method: 'delete', path: '/admin/v1/api_keys/:id', summary: 'Revoke an API key at once', responses: { 204: 'revoked', 404: 'unknown key' } }),
+  admin({ method: 'post', path: '/admin/v1/scim_tokens', summary: 'Create a SCIM token', body: CreateScimToken, responses: { 201: '`{id, token}`' } }),
+  admin({
+    method: 'post',
+    path: '/admin/v1/workspaces/:ws/subscription_groups',
+    summary: 'Create a subscription group',
+    body: CreateSubscriptionGroup,
+    responses: { 201: '`{subscription_group_id, name, channel}`', 404: 'unknown workspace', 409: 'the name exists' },
+  }),
+  admin({
+    method: 'post',
+    path: '/admin/v1/workspaces/:ws/segments',
+    summary: 'Create a segment from a filter (operator.md section 3)',
+    body: CreateSegment,
+    responses: { 201: '`{segment_id, name}`', 404: 'unknown workspace', 409: 'the name exists' },
+  }),
+  admin({
+    method: 'get',
+    path: '/admin/v1/workspaces/:ws/segments/:id',
+    summary: 'Read a segment and its current size',
+    responses: { 200: '`{segment_id, name, filter, size}`', 404: 'unknown segment' },
+  }),
+  admin({
+    method: 'put',
+    path: '/admin/v1/workspaces/:ws/global_control_group',
+    summary: 'Set the global control group percentage',
+    body: GlobalControlGroup,
+    responses: { 200: '`{percent, random_bucket_below}`', 404: 'unknown workspace' },
+  }),
+  admin({
+    method: 'put',
+    path: '/admin/v1/workspaces/:ws/export_storage',
+    summary: "Send the workspace's exports to an S3 bucket",
+    body: ExportStorageBody,
+    responses: { 200: 'the storage settings, without the secret', 404: 'unknown workspace' },
+  }),
+  admin({
+    method: 'delete',
+    path: '/admin/v1/workspaces/:ws/export_storage',
+    summary: 'Back to download URLs for exports',
+    responses: { 204: 'removed', 404: 'unknown workspace' },
+  }),
+  admin({
+    method: 'put',
+    path: '/admin/v1/workspaces/:ws/rate_limits',
+    summary: 'Set the rate limits of a workspace',
+    body: RateLimitsBody,
+    responses: { 200: 'the settings and `in_force`, the limits now in force per bucket', 404: 'unknown workspace' },
+  }),
+  admin({
+    method: 'put',
+    path: '/admin/v1/workspaces/:ws/blocked_external_ids',
+    summary: 'Replace the blocked external ids of a workspace',
+    body: BlockedIds,
+    responses: { 200: '`{external_ids}`', 404: 'unknown workspace' },
+  }),
+  admin({
+    method: 'get',
+    path: '/admin/v1/workspaces/:ws/exports/:id',
+    summary: 'Status and files of an export',
+    responses: { 200: '`{id, kind, segment_id?, status, users_exported, files, started_at, finished_at?, error?}`', 404: 'unknown export' },
+  }),
+]
+
+/** The limits in force for a workspace, bucket by bucket. */
+function limitsInForce(settings: z.infer<typeof RateLimitsBody>) {
+  return Object.fromEntries(
+    Object.entries(DefaultBuckets).map(([name, b]) => {
+      const inForce = bucketFor(b.paths[0] ?? '/', settings)
+      return [name, { paths: b.paths, limit: inForce.limit, window_seconds: inForce.windowSeconds }]
+    }),
+  )
+}
+
+/** The operator API of operator.md section 2. */
+export function adminRoutes(deps: ApiDeps): Router {
+  const r = Router()
+  r.use('/admin/v1', requireAdminToken(deps.adminToken))
+  const db = deps.pg
+
+  const workspaceOr404 = async (id: string) => {
+    const ws = await getWorkspace(db, id)
+    if (!ws) throw notFound(`unknown workspace ${id}`)
+    return ws
+  }
+
+  r.post('/admin/v1/workspaces', async (req, res) => {
+    const body = parseOr400(CreateWorkspace, req.body)
+    const ws = await createWorkspace(db, body.name)
+    if (!ws) throw conflict(`a workspace named ${body.name} already exists`)
+    res.status(201).json({ id: ws.id, name: ws.name })
+  })
+
+  r.post('/admin/v1/workspaces/:ws/api_keys', async (req, res) => {
+    const body = parseOr400(CreateApiKey, req.body)
+    await workspaceOr404(req.params.ws)
+    const key = await createApiKey(db, { workspaceId: req.params.ws, name: body.name, permissions: [...new Set(body.permissions)] })
+    res.status(201).json(key)
+  })
+
+  r.delete('/admin/v1/api_keys/:id', async (req, res) => {
+    if (!(await revokeApiKey(db, req.params.id))) throw notFound(`unknown API key ${req.params.id}`)
+    res.status(204).end()
+  })
+
+  r.post('/admin/v1/scim_tokens', async (req, res) => {
+    const body = parseOr400(CreateScimToken, req.body)
+    res.status(201).json(await createScimToken(db, body.request_origin))
+  })
+
+  r.post('/admin/v1/workspaces/:ws/subscription_groups', async (req, res) => {
+    const body = parseOr400(CreateSubscriptionGroup, req.body)
+    await workspaceOr404(req.params.ws)
+    const g = await createSubscriptionGroup(db, { workspaceId: req.params.ws, ...body })
+    if (!g) throw conflict(`a subscription group named ${body.name} already exists`)
+    res.status(201).json({ subscription_group_id: g.id, name: g.name, channel: g.channel })
+  })
+
+  r.post('/admin/v1/workspaces/:ws/segments', async (req, res) => {
+    const body = parseOr400(CreateSegment, req.body)
+    await workspaceOr404(req.params.ws)
+    const s = await createSegment(db, { workspaceId: req.params.ws, ...body })
+    if (!s) throw conflict(`a segment named ${body.name} already exists`)
+    res.status(201).json({ segment_id: s.id, name: s.name })
+  })
+
+  r.get('/admin/v1/workspaces/:ws/segments/:id', async (req, res) => {
+    const s = await getSegment(db, req.params.ws, req.params.id)
+    if (!s) throw notFound(`unknown segment ${req.params.id}`)
+    const size = deps.clickhouse ? await countSegmentMembers(deps.clickhouse, db, s.workspace_id, s.filter as Filter) : null
+    res.json({ segment_id: s.id, name: s.name, filter: s.filter, size })
+  })
+
+  r.put('/admin/v1/workspaces/:ws/global_control_group', async (req, res) => {
+    const body = parseOr400(GlobalControlGroup, req.body)
+    if (!(await setGlobalControlPercent(db, req.params.ws, body.percent))) throw notFound(`unknown workspace ${req.params.ws}`)
+    res.json({ percent: body.percent, random_bucket_below: Math.round(body.percent * 100) })
+  })
+
+  r.put('/admin/v1/workspaces/:ws/export_storage', async (req, res) => {
+    const body = parseOr400(ExportStorageBody, req.body)
+    if (!(await setExportStorage(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
+    const { secret_access_key: _secret, ...shown } = body
+    res.json(shown)
+  })
+
+  r.delete('/admin/v1/workspaces/:ws/export_storage', async (req, res) => {
+    if (!(await setExportStorage(db, req.params.ws, null))) throw notFound(`unknown workspace ${req.params.ws}`)
+    res.status(204).end()
+  })
+
+  r.put('/admin/v1/workspaces/:ws/rate_limits', async (req, res) => {
+    const body = parseOr400(RateLimitsBody, req.body)
+    if (!(await setRateLimits(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
+    res.json({ ...body, in_force: limitsInForce(body) })
+  })
+
+  r.put('/admin/v1/workspaces/:ws/blocked_external_ids', async (req, res) => {
+    const body = parseOr400(BlockedIds, req.body)
+    await workspaceOr404(req.params.ws)
+    const ids = [...new Set(body.external_ids)]
+    await replaceBlockedExternalIds(db, req.params.ws, ids)
+    res.json({ external_ids: ids })
+  })
+
+  r.get('/admin/v1/workspaces/:ws/exports/:id', async (req, res) => {
+    const e = await getExport(db, req.params.ws, req.params.id)
+    if (!e) throw notFound(`unknown export ${req.params.id}`)
+    res.json(e)
+  })
+
+  return r
+}

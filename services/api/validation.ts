@@ -1,0 +1,62 @@
+import type { z } from 'zod'
+import { ApiError } from '../../shared/errors.js'
+
+export function describeIssue(issue: z.core.$ZodIssue): string {
+  const field = issue.path.length ? issue.path.map(String).join('.') : 'body'
+  return `${field}: ${issue.message}`
+}
+
+/** Deeper JSON is refused before any schema sees it: recursive code (zod, JSON.stringify) overflows the stack. */
+export const MAX_JSON_DEPTH = 64
+
+/** An unpaired UTF-16 surrogate (JSON may escape one, "\ud800"): not Unicode, and jsonb refuses it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** Why Postgres could not store a string as it is, if it could not. */
+function textProblem(s: string): string | undefined {
+  if (s.includes('\u0000')) return 'the NUL character (\\u0000)'
+  if (LONE_SURROGATE.test(s)) return 'an unpaired surrogate (\\ud800 to \\udfff), which is not Unicode'
+  return undefined
+}
+
+/**
+ * What no field rule should have to think of: a NUL character or an unpaired surrogate in a
+ * string or a key (Postgres stores neither, so they failed as 500s, or as jobs failing in a
+ * worker) or nesting deeper than MAX_JSON_DEPTH. The first one in document order, found without
+ * recursion so that any depth is safe.
+ */
+export function jsonProblem(value: unknown): { path: (string | number)[]; message: string } | undefined {
+  const stack: { v: unknown; path: (string | number)[] }[] = [{ v: value, path: [] }]
+  while (stack.length) {
+    const { v, path } = stack.pop()!
+    if (typeof v === 'string') {
+      const problem = textProblem(v)
+      if (problem) return { path, message: `must not contain ${problem}` }
+      continue
+    }
+    if (v === null || typeof v !== 'object') continue
+    if (path.length >= MAX_JSON_DEPTH) return { path, message: `is nested deeper than ${MAX_JSON_DEPTH} levels` }
+    const entries: [string | number, unknown][] = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v)
+    for (const [k] of entries) {
+      const problem = typeof k === 'string' ? textProblem(k) : undefined
+      if (problem) return { path, message: `keys must not contain ${problem}` }
+    }
+    for (let i = entries.length - 1; i >= 0; i--) stack.push({ v: entries[i][1], path: [...path, entries[i][0]] })
+  }
+  return undefined
+}
+
+/** Parses a body with its schema; a failure is a 400 whose message names the field. */
+export function parseOr400<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
+  const problem = jsonProblem(value)
+  if (problem) {
+    const message = `${problem.path.length ? problem.path.map(String).join('.') : 'body'}: ${problem.message}`
+    throw new ApiError(400, 'bad_request', message, { errors: [message] })
+  }
+  const r = schema.safeParse(value)
+  if (!r.success) {
+    const errors = r.error.issues.map(describeIssue)
+    throw new ApiError(400, 'bad_request', errors[0], { errors })
+  }
+  return r.data
+}

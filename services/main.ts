@@ -1,0 +1,103 @@
+import type { Server } from 'node:http'
+import type { Worker } from 'bullmq'
+import { ConfigError, loadConfig } from '../shared/config.js'
+import { createContext } from '../shared/context.js'
+import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
+import { createLogger } from '../shared/logger.js'
+import { createMetrics } from '../shared/metrics.js'
+import { WorkerRoles, type WorkerRole } from '../shared/queue/queues.js'
+import { startWorkers } from '../workers/registry.js'
+import { createApp } from './api/app.js'
+import { apiDepsFrom } from './api/deps.js'
+import { startMetricsListener } from './api/routes/metrics.js'
+import { ensureAdminToken, ensureFirstStartCredentials } from './bootstrap.js'
+import { warnAboutRedisDurability } from './redis-check.js'
+
+const SHUTDOWN_GRACE_MS = 15_000
+
+/**
+ * `main.ts` (no args): API and every worker in one process, on the embedded ClickHouse.
+ * `main.ts api`: the API tier alone (no ClickHouse). `main.ts worker [track identity export callback]`.
+ */
+function parseRoles(argv: string[]): { api: boolean; workers: WorkerRole[] } {
+  const [mode, ...rest] = argv
+  if (!mode || mode === 'all') return { api: true, workers: WorkerRoles }
+  if (mode === 'api') return { api: true, workers: [] }
+  if (mode === 'worker') {
+    const roles = rest.length ? rest : WorkerRoles
+    const bad = roles.filter((r) => !WorkerRoles.includes(r as WorkerRole))
+    if (bad.length) throw new ConfigError(`unknown worker queue(s): ${bad.join(', ')}; choose from ${WorkerRoles.join(', ')}`)
+    return { api: false, workers: roles as WorkerRole[] }
+  }
+  throw new ConfigError(`unknown mode ${mode}: use api, worker [queues...] or nothing for everything`)
+}
+
+async function main() {
+  const config = loadConfig()
+  const roles = parseRoles(process.argv.slice(2))
+  const logger = createLogger(config.LOG_LEVEL)
+  const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0, migrate: true })
+  await warnAboutRedisDurability(ctx.redis, logger)
+  const metrics = createMetrics()
+
+  let workers: Worker[] = []
+  if (roles.workers.length) workers = await startWorkers(ctx, roles.workers, metrics)
+
+  // Worker-only processes have no HTTP server: METRICS_PORT gives SREs something to scrape.
+  let metricsServer: Server | undefined
+  if (config.METRICS_PORT !== undefined) {
+    metricsServer = await startMetricsListener({ metrics, queues: ctx.queues, host: config.HOST, port: config.METRICS_PORT })
+    logger.info({ host: config.HOST, port: config.METRICS_PORT }, 'metrics listener started (GET /metrics, no auth)')
+  }
+
+  let server: Server | undefined
+  if (roles.api) {
+    const admin = await ensureAdminToken(config)
+    const creds = await ensureFirstStartCredentials(ctx.pg, config)
+    const app = createApp(apiDepsFrom(ctx, metrics, admin.token))
+    server = app.listen(config.PORT, config.HOST)
+    await new Promise<void>((resolve, reject) => server!.once('listening', resolve).once('error', reject))
+    const banner = [
+      `API listening on ${config.PUBLIC_URL}`,
+      `admin token:   ${admin.token}${admin.generated ? '   (generated into ' + config.DATA_DIR + '/admin-token)' : ''}`,
+      ...(creds
+        ? [
+            `workspace:     ${creds.workspace_name} (${creds.workspace_id})`,
+            `API key:       ${creds.api_key}`,
+            `SCIM token:    ${creds.scim_token}   (X-Request-Origin: ${creds.scim_request_origin})`,
+            `(also in ${config.DATA_DIR}/credentials.json)`,
+          ]
+        : []),
+    ]
+    console.log(banner.join('\n'))
+  }
+  logger.info({ api: roles.api, workers: roles.workers, clickhouse: ctx.clickhouse?.embedded ? 'embedded' : ctx.clickhouse ? 'server' : 'none' }, 'started')
+
+  let stopping = false
+  const shutdown = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    logger.info({ signal }, 'shutting down: no new requests or jobs; finishing active ones')
+    const force = setTimeout(() => {
+      logger.warn('grace period over; exiting (unfinished jobs return to their queue when their lock expires)')
+      process.exit(1)
+    }, SHUTDOWN_GRACE_MS)
+    force.unref()
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()))
+    await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()))
+    await Promise.all(workers.map((w) => w.close()))
+    await ctx.close()
+    process.exit(0)
+  }
+  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+  process.on('SIGINT', () => void shutdown('SIGINT'))
+}
+
+main().catch((e) => {
+  if (e instanceof ConfigError || e instanceof EmbeddedEngineBusyError) {
+    console.error(e.message)
+    process.exit(2)
+  }
+  console.error(e)
+  process.exit(1)
+})

@@ -1,0 +1,49 @@
+import type { Pool } from '../db/pool.js'
+import type { Filter } from '../domain/segment-filter.js'
+import { compileSegmentFilter, type CompiledFilter } from '../domain/segment-sql.js'
+import type { ClickHouse } from './client.js'
+
+/** One segment member as stored: the profile id (a UInt64, kept as text) and its record JSON. */
+export interface MemberRow {
+  profile_id: string
+  record: string
+}
+
+export function compileFor(ch: ClickHouse, filter: Filter): CompiledFilter {
+  return compileSegmentFilter(filter, { eventsTable: `${ch.database}.events` })
+}
+
+/** Current member count of a segment. The pool is unused: every input lives in ClickHouse. */
+export async function countSegmentMembers(ch: ClickHouse, _pg: Pool, workspaceId: string, filter: Filter): Promise<number> {
+  const compiled = compileFor(ch, filter)
+  const rs = await ch.client.query({
+    query: `SELECT count() AS n FROM ${ch.database}.profile_snapshots FINAL
+             WHERE workspace_id = {ws:String} AND ${compiled.where}`,
+    query_params: { ...compiled.params, ws: workspaceId, after: 0 },
+    format: 'JSONEachRow',
+  })
+  const rows = await rs.json<{ n: string }>()
+  return Number(rows[0]?.n ?? 0)
+}
+
+/**
+ * One page of members in profile id order, after the keyset cursor `after`. Paged rather than
+ * streamed because the embedded engine's client buffers a whole result; a page bounds memory.
+ */
+export async function readSegmentPage(
+  ch: ClickHouse,
+  workspaceId: string,
+  compiled: CompiledFilter,
+  page: { after: string; limit: number },
+): Promise<MemberRow[]> {
+  const rs = await ch.client.query({
+    query: `SELECT profile_id, record FROM ${ch.database}.profile_snapshots FINAL
+             WHERE workspace_id = {ws:String} AND profile_id > {after:UInt64} AND ${compiled.where}
+             ORDER BY profile_id LIMIT {limit:UInt32}`,
+    query_params: { ...compiled.params, ws: workspaceId, after: page.after, limit: page.limit },
+    format: 'JSONEachRow',
+  })
+  // 64-bit integers may come back as JSON numbers or quoted strings depending on the settings.
+  const rows = await rs.json<{ profile_id: string | number; record: string }>()
+  return rows.map((r) => ({ profile_id: String(r.profile_id), record: r.record }))
+}

@@ -1,0 +1,44 @@
+import { z } from 'zod'
+
+const bool = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((v) => v === 'true' || v === '1')
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max)
+
+const ConfigSchema = z.object({
+  PORT: int(0, 65535).default(3000),
+  // Unset: no separate metrics listener. Set: this process also serves GET /metrics, without auth, on HOST:METRICS_PORT.
+  METRICS_PORT: int(0, 65535).optional(),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: z.string().url().default('postgres://127.0.0.1:5432/userdata'),
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  CLICKHOUSE_URL: z.string().url().optional(),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  PUBLIC_URL: z.string().url().optional(),
+  CALLBACK_ALLOW_PRIVATE: bool.default(false),
+  QUEUE_PREFIX: z.string().regex(/^[a-zA-Z0-9_-]+$/, 'letters, digits, - and _ only').default('uds'),
+  TRACK_PARTITIONS: int(1, 256).default(8),
+  WORKER_CONCURRENCY: int(1, 64).default(4),
+  JOB_LOCK_MS: int(1000, 600_000).default(30_000),
+  EXPORT_URL_TTL_SECONDS: int(60, 7 * 86400).default(4 * 3600),
+  EXPORT_USERS_PER_FILE: int(1, 1_000_000).default(5000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+})
+
+export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string }
+
+export class ConfigError extends Error {}
+
+/** Parses the environment once; every bad variable is named in one message. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
+  const parsed = ConfigSchema.safeParse(present)
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`)
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`)
+  }
+  const c = parsed.data
+  return { ...c, PUBLIC_URL: (c.PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`).replace(/\/$/, '') }
+}

@@ -1,0 +1,79 @@
+import path from 'node:path'
+import { Redis } from 'ioredis'
+import { openClickHouse, type ClickHouse } from './clickhouse/client.js'
+import { migrateClickHouse } from './clickhouse/migrate.js'
+import type { Config } from './config.js'
+import { migratePostgres } from './db/migrate.js'
+import { createPool, type Pool } from './db/pool.js'
+import type { Logger } from './logger.js'
+import { QueueRegistry } from './queue/queues.js'
+import { RequestTracker } from './queue/request-tracker.js'
+
+/** Every long-lived connection of one process, built once at start and handed out piecemeal. */
+export interface Context {
+  config: Config
+  logger: Logger
+  pg: Pool
+  /** Fails fast while Redis is away, so the API can answer 503 instead of hanging. */
+  redis: Redis
+  queues: QueueRegistry
+  tracker: RequestTracker
+  /** Present only in processes that run ClickHouse-backed workers. */
+  clickhouse?: ClickHouse
+  /** A connection for BullMQ workers (they need unlimited retries per request). */
+  workerRedis(): Redis
+  close(): Promise<void>
+}
+
+export function clickhouseDatabaseOf(config: Config): string {
+  const name = new URL(config.DATABASE_URL).pathname.slice(1)
+  return name.replace(/[^a-zA-Z0-9_]/g, '_') || 'userdata'
+}
+
+export async function createContext(
+  config: Config,
+  logger: Logger,
+  opts: { clickhouse: boolean | ClickHouse; migrate: boolean },
+): Promise<Context> {
+  if (opts.migrate) await migratePostgres(config.DATABASE_URL)
+  const pg = createPool(config.DATABASE_URL)
+  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true })
+  redis.on('error', () => {})
+  await redis.connect()
+  const workerConnections: Redis[] = []
+  let clickhouse: ClickHouse | undefined
+  if (typeof opts.clickhouse === 'object') {
+    clickhouse = opts.clickhouse
+    if (opts.migrate) await migrateClickHouse(clickhouse)
+  } else if (opts.clickhouse) {
+    clickhouse = openClickHouse({
+      url: config.CLICKHOUSE_URL,
+      dataDir: path.resolve(config.DATA_DIR, 'clickhouse'),
+      database: clickhouseDatabaseOf(config),
+    })
+    if (opts.migrate) await migrateClickHouse(clickhouse)
+  }
+  const queues = new QueueRegistry(redis, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
+  return {
+    config,
+    logger,
+    pg,
+    redis,
+    queues,
+    tracker: new RequestTracker(redis, config.QUEUE_PREFIX),
+    clickhouse,
+    workerRedis() {
+      const r = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
+      r.on('error', () => {})
+      workerConnections.push(r)
+      return r
+    },
+    async close() {
+      await queues.close()
+      await Promise.all(workerConnections.map((r) => r.quit().catch(() => r.disconnect())))
+      await redis.quit().catch(() => redis.disconnect())
+      await pg.end()
+      await clickhouse?.close()
+    },
+  }
+}

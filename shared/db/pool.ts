@@ -1,0 +1,72 @@
+import os from 'node:os'
+import pg from 'pg'
+import { RetryableError, isRetryable } from '../errors.js'
+
+export type Pool = pg.Pool
+export type Queryable = pg.Pool | pg.PoolClient
+
+// int8 columns (ids, counts) fit in a JS number for this service's ranges.
+pg.types.setTypeParser(20, (v) => Number(v))
+
+/** A URL without a user name connects as PGUSER or the OS user (trust auth on loopback). */
+export function withDefaultUser(databaseUrl: string): string {
+  const url = new URL(databaseUrl)
+  if (!url.username) url.username = process.env.PGUSER || os.userInfo().username
+  return url.toString()
+}
+
+export function createPool(databaseUrl: string, max = 20): Pool {
+  const pool = new pg.Pool({ connectionString: withDefaultUser(databaseUrl), max })
+  // A backend killed under an idle client must not crash the process.
+  pool.on('error', () => {})
+  // Nor under a checked-out one: pg-pool drops its own listener while a client is handed out, so
+  // an error arriving between two queries (or right behind the connect handshake, before the
+  // caller has the client) would be an uncaught 'error' event. The failed query rejects anyway,
+  // and the pool discards a client that is no longer queryable when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}))
+  return pool
+}
+
+/** One tagged query: the tag shows up in Postgres logs; connection errors become retryable. */
+export async function query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  db: Queryable,
+  tag: string,
+  sql: string,
+  values: unknown[] = [],
+): Promise<pg.QueryResult<R>> {
+  try {
+    return await db.query<R>(`/* ${tag} */ ${sql}`, values)
+  } catch (e) {
+    if (isRetryable(e)) throw new RetryableError(`postgres: ${(e as Error).message}`, e)
+    throw e
+  }
+}
+
+export async function withTransaction<T>(pool: Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient
+  try {
+    client = await pool.connect()
+  } catch (e) {
+    throw new RetryableError(`postgres: ${(e as Error).message}`, e)
+  }
+  let broken = false
+  try {
+    await client.query('BEGIN')
+    const result = await fn(client)
+    await client.query('COMMIT')
+    return result
+  } catch (e) {
+    try {
+      await client.query('ROLLBACK')
+    } catch {
+      broken = true
+    }
+    if (isRetryable(e)) {
+      broken = true
+      throw e instanceof RetryableError ? e : new RetryableError(`postgres: ${(e as Error).message}`, e)
+    }
+    throw e
+  } finally {
+    client.release(broken)
+  }
+}

@@ -1,0 +1,140 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { QueueRegistry } from './queue/queues.js'
+
+/** Job states reported per queue; `waiting` includes jobs held back by an ordered queue's concurrency of one. */
+const QueueStates = ['waiting', 'active', 'failed', 'delayed', 'completed'] as const
+type QueueState = (typeof QueueStates)[number]
+
+interface QueueCounts {
+  family: string
+  partition?: string
+  counts: Record<QueueState, number>
+}
+
+/** `track-3` is partition 3 of the `track` family; other queues are their own family. */
+export function queueFamily(name: string): { family: string; partition?: string } {
+  const m = /^(track)-(\d+)$/.exec(name)
+  return m ? { family: m[1], partition: m[2] } : { family: name }
+}
+
+async function readQueueCounts(queues: QueueRegistry): Promise<QueueCounts[]> {
+  return Promise.all(
+    queues.allNames().map(async (name) => {
+      const counts = (await queues.get(name).getJobCounts(...QueueStates)) as Record<QueueState, number>
+      return { ...queueFamily(name), counts }
+    }),
+  )
+}
+
+/** Sums partitions into their family, so `track` shows the whole backlog next to each partition's. */
+function sumByFamily(all: QueueCounts[]): Map<string, Record<QueueState, number>> {
+  const totals = new Map<string, Record<QueueState, number>>()
+  for (const q of all) {
+    const sum = totals.get(q.family) ?? (Object.fromEntries(QueueStates.map((s) => [s, 0])) as Record<QueueState, number>)
+    for (const s of QueueStates) sum[s] += q.counts[s] ?? 0
+    totals.set(q.family, sum)
+  }
+  return totals
+}
+
+/** Prometheus metrics of one process; labels never carry workspace ids or user data. */
+export function createMetrics() {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+
+  let watched: QueueRegistry | undefined
+  // Both queue gauges are collected concurrently on a scrape; they share one read of Redis.
+  let inFlight: Promise<QueueCounts[] | undefined> | undefined
+  const queueErrors = new Counter({
+    name: 'uds_queue_metrics_errors_total',
+    help: 'Scrapes whose queue counts could not be read (Redis unreachable); the queue gauges are empty then',
+    registers: [registry],
+  })
+  const currentCounts = () => {
+    if (!watched) return Promise.resolve(undefined)
+    inFlight ??= readQueueCounts(watched)
+      .catch(() => {
+        queueErrors.inc()
+        return undefined
+      })
+      .finally(() => (inFlight = undefined))
+    return inFlight
+  }
+
+  return {
+    registry,
+    /** Counts of `queues` are read on every scrape from now on (idempotent: the last registry wins). */
+    watchQueues(queues: QueueRegistry) {
+      watched = queues
+    },
+    httpRequests: new Counter({
+      name: 'uds_http_requests_total',
+      help: 'HTTP requests by route and status',
+      labelNames: ['method', 'route', 'status'] as const,
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'uds_http_request_duration_seconds',
+      help: 'HTTP request latency by route',
+      labelNames: ['method', 'route'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+    rateLimited: new Counter({
+      name: 'uds_rate_limit_rejections_total',
+      help: 'Requests refused with 429, by bucket',
+      labelNames: ['bucket'] as const,
+      registers: [registry],
+    }),
+    jobs: new Counter({
+      name: 'uds_jobs_total',
+      help: 'Jobs finished by queue and outcome',
+      labelNames: ['queue', 'outcome'] as const,
+      registers: [registry],
+    }),
+    jobDuration: new Histogram({
+      name: 'uds_job_duration_seconds',
+      help: 'Job processing time by queue',
+      labelNames: ['queue'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60],
+      registers: [registry],
+    }),
+    objectsApplied: new Counter({
+      name: 'uds_objects_applied_total',
+      help: 'Tracked objects (attributes, events, purchases) applied by workers',
+      labelNames: ['queue'] as const,
+      registers: [registry],
+    }),
+    exportRows: new Counter({ name: 'uds_export_rows_total', help: 'User records exported', registers: [registry] }),
+    exportBytes: new Counter({ name: 'uds_export_bytes_total', help: 'Bytes of export files written', registers: [registry] }),
+    queueJobs: new Gauge({
+      name: 'uds_queue_jobs',
+      help: 'Jobs per queue family and state, read from Redis on scrape; track sums its partitions',
+      labelNames: ['queue', 'state'] as const,
+      registers: [registry],
+      async collect() {
+        const all = await currentCounts()
+        this.reset()
+        if (!all) return
+        for (const [family, counts] of sumByFamily(all)) {
+          for (const state of QueueStates) this.set({ queue: family, state }, counts[state])
+        }
+      },
+    }),
+    queuePartitionJobs: new Gauge({
+      name: 'uds_queue_partition_jobs',
+      help: 'Jobs per partition of a partitioned queue (track) and state, read from Redis on scrape',
+      labelNames: ['queue', 'partition', 'state'] as const,
+      registers: [registry],
+      async collect() {
+        const all = await currentCounts()
+        this.reset()
+        for (const q of all ?? []) {
+          if (q.partition === undefined) continue
+          for (const state of QueueStates) this.set({ queue: q.family, partition: q.partition, state }, q.counts[state] ?? 0)
+        }
+      },
+    }),
+  }
+}
+export type Metrics = ReturnType<typeof createMetrics>

@@ -1,0 +1,43 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import type { TestEnv } from './harness.js'
+
+const root = path.resolve(import.meta.dirname, '../..')
+
+/** A worker process of its own (`main.ts worker ...`) on the test env's database and queues, with its own embedded ClickHouse. */
+export function spawnWorkerProcess(env: TestEnv, dataDir: string, roles: string[] = ['track'], extraEnv: Record<string, string> = {}): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts', 'worker', ...roles], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: env.config.DATABASE_URL,
+      REDIS_URL: env.config.REDIS_URL,
+      QUEUE_PREFIX: env.config.QUEUE_PREFIX,
+      TRACK_PARTITIONS: String(env.config.TRACK_PARTITIONS),
+      DATA_DIR: dataDir,
+      JOB_LOCK_MS: '2000',
+      LOG_LEVEL: 'error',
+      ...extraEnv,
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+  return child
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode)
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)))
+}
+
+/** Event counts read from a stopped worker's embedded ClickHouse, in a process of its own. */
+export async function clickhouseCounts(dataDir: string, database: string, workspaceId: string) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/clickhouse-counts.ts', path.join(dataDir, 'clickhouse'), database, workspaceId], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let out = ''
+  child.stdout!.on('data', (d) => (out += d))
+  await exited(child)
+  return JSON.parse(out) as { visible: { kind: string; n: string }[]; physical: number; snapshots: number }
+}

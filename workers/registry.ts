@@ -1,0 +1,67 @@
+import type { Worker } from 'bullmq'
+import type { Context } from '../shared/context.js'
+import type { JobName } from '../shared/queue/jobs.js'
+import { queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
+import type { Metrics } from '../shared/metrics.js'
+import { createCallbackProcessor } from './callback/processor.js'
+import type { WorkerDeps } from './deps.js'
+import { createExportProcessor } from './export/processor.js'
+import { createIdentityProcessor } from './identity/processor.js'
+import { startQueueWorker, type Processor } from './runner.js'
+import { createTrackProcessor } from './track/processor.js'
+
+/** Every job name has exactly one processor; a missing one fails the build, not a run. */
+const processors: { [N in JobName]: (deps: WorkerDeps) => Processor<N> } = {
+  applyTrackBatch: createTrackProcessor,
+  applyIdentityChange: createIdentityProcessor,
+  runExport: createExportProcessor,
+  deliverCallback: createCallbackProcessor,
+}
+
+const jobOfRole: Record<WorkerRole, JobName> = {
+  track: 'applyTrackBatch',
+  identity: 'applyIdentityChange',
+  export: 'runExport',
+  callback: 'deliverCallback',
+}
+
+/** Starts the workers of the given roles in this process. */
+export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: Metrics): Promise<Worker[]> {
+  if (!ctx.clickhouse) throw new Error('workers need ClickHouse')
+  const deps: WorkerDeps = {
+    config: ctx.config,
+    logger: ctx.logger,
+    pg: ctx.pg,
+    clickhouse: ctx.clickhouse,
+    producer: { queues: ctx.queues, tracker: ctx.tracker },
+    metrics,
+  }
+  const connection = ctx.workerRedis()
+  const workers: Worker[] = []
+  for (const role of roles) {
+    const jobName = jobOfRole[role]
+    const processor = processors[jobName](deps) as Processor<typeof jobName>
+    for (const queue of queueNamesFor(role, ctx.config.TRACK_PARTITIONS)) {
+      workers.push(
+        await startQueueWorker({
+          queue,
+          jobName,
+          processor,
+          connection,
+          queues: ctx.queues,
+          concurrency: ctx.config.WORKER_CONCURRENCY,
+          lockMs: ctx.config.JOB_LOCK_MS,
+          logger: ctx.logger,
+          tracker: ctx.tracker,
+          onOutcome: (q, outcome, seconds) => {
+            const family = q.startsWith('track-') ? 'track' : q
+            metrics.jobs.inc({ queue: family, outcome: outcome.status })
+            metrics.jobDuration.observe({ queue: family }, seconds)
+            if (outcome.status === 'ok' && outcome.applied) metrics.objectsApplied.inc({ queue: family }, outcome.applied)
+          },
+        }),
+      )
+    }
+  }
+  return workers
+}
