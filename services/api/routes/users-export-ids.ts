@@ -1,0 +1,77 @@
+import { Router } from 'express'
+import { z } from 'zod'
+import { findProfilesForRead } from '../../../shared/db/repositories/profile-lookup-repository.js'
+import { loadUserRecords } from '../../../shared/db/repositories/user-record-repository.js'
+import { aliasKey } from '../../../shared/db/repositories/profile-repository.js'
+import { normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
+import { ExportableFields, projectRecord } from '../../../shared/domain/user-record.js'
+import { badRequest } from '../../../shared/errors.js'
+import type { ApiDeps, Guard } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
+import { parseOr400 } from '../validation.js'
+
+const MAX_IDENTIFIERS = 50
+
+export const ExportIdsBody = z
+  .object({
+    external_ids: z.array(z.string().min(1)).optional(),
+    user_aliases: z.array(z.object({ alias_name: z.string().min(1), alias_label: z.string().min(1) }).strict()).optional(),
+    service_id: z.string().min(1).optional(),
+    email_address: z.string().min(1).optional(),
+    phone: z.string().min(1).optional(),
+    fields_to_export: z.array(z.enum(ExportableFields)).optional(),
+  })
+  .strict()
+
+export const openapi: ApiOperation[] = [
+  {
+    method: 'post',
+    path: '/users/export/ids',
+    summary: 'Read profiles back by identifier, in the exported user record format',
+    auth: 'api_key',
+    permission: 'users.export.ids',
+    body: ExportIdsBody,
+    responses: { 201: '`{message: "success", users, invalid_user_ids?}`' },
+  },
+]
+
+/** POST /users/export/ids (operator.md section 4): profiles read back in the exported record format. */
+export function usersExportIdsRoutes(deps: ApiDeps, guard: Guard): Router {
+  const r = Router()
+  r.post('/users/export/ids', ...guard('users.export.ids'), async (req, res) => {
+    const body = parseOr400(ExportIdsBody, req.body ?? {})
+    const external = [...new Set(body.external_ids ?? [])]
+    const aliases = body.user_aliases ?? []
+    const count = external.length + aliases.length + (body.service_id ? 1 : 0) + (body.email_address ? 1 : 0) + (body.phone ? 1 : 0)
+    if (count === 0) throw badRequest('name at least one user: external_ids, user_aliases, service_id, email_address or phone')
+    if (count > MAX_IDENTIFIERS) throw badRequest(`at most ${MAX_IDENTIFIERS} identifiers per request (got ${count})`)
+    const email = body.email_address ? normalizeEmail(body.email_address) : undefined
+    const phone = body.phone ? (toE164(body.phone) ?? body.phone) : undefined
+
+    const workspaceId = res.locals.auth!.workspaceId
+    const matches = await findProfilesForRead(deps.pg, workspaceId, {
+      externalIds: external,
+      aliases,
+      serviceIds: body.service_id ? [body.service_id] : [],
+      emails: email ? [email] : [],
+      phones: phone ? [phone] : [],
+    })
+    const found = new Set(matches.map((m) => `${m.kind}:${m.key}`))
+    const invalid = [
+      ...external.filter((id) => !found.has(`external_id:${id}`)),
+      ...aliases.filter((a) => !found.has(`user_alias:${aliasKey(a.alias_label, a.alias_name)}`)).map((a) => a),
+      ...(body.service_id && !found.has(`service_id:${body.service_id}`) ? [body.service_id] : []),
+      ...(email && !found.has(`email:${email}`) ? [body.email_address!] : []),
+      ...(phone && !found.has(`phone:${phone}`) ? [body.phone!] : []),
+    ]
+    const ids = [...new Set(matches.map((m) => m.profile_id))]
+    const records = await loadUserRecords(deps.pg, ids)
+    const now = new Date()
+    const users = ids.flatMap((id) => {
+      const rec = records.get(id)
+      return rec ? [projectRecord(rec.record, { fields: body.fields_to_export, now })] : []
+    })
+    res.status(201).json({ message: 'success', users, ...(invalid.length && { invalid_user_ids: invalid }) })
+  })
+  return r
+}

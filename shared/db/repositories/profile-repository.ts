@@ -1,0 +1,193 @@
+import { query, type Queryable } from '../pool.js'
+
+/** A profile row as the workers read and write it. */
+export interface ProfileRow {
+  id: number
+  workspace_id: string
+  service_id: string
+  external_id: string | null
+  email: string | null
+  phone: string | null
+  first_name: string | null
+  last_name: string | null
+  gender: string | null
+  dob: string | null
+  home_city: string | null
+  country: string | null
+  language: string | null
+  time_zone: string | null
+  email_subscribe: string | null
+  push_subscribe: string | null
+  push_opted_in_at: string | null
+  custom_attributes: Record<string, unknown>
+  random_bucket: number
+  push_import_anonymous: boolean
+  created_at: string
+  updated_at: string
+  version: number
+}
+
+export const ProfileColumns = [
+  'id', 'workspace_id', 'service_id', 'external_id', 'email', 'phone', 'first_name', 'last_name', 'gender', 'dob',
+  'home_city', 'country', 'language', 'time_zone', 'email_subscribe', 'push_subscribe', 'push_opted_in_at',
+  'custom_attributes', 'random_bucket', 'push_import_anonymous', 'created_at', 'updated_at', 'version',
+] as const
+
+export const SELECT_PROFILE = `SELECT p.id, p.workspace_id, p.service_id, p.external_id, p.email, p.phone, p.first_name, p.last_name,
+  p.gender, p.dob, p.home_city, p.country, p.language, p.time_zone, p.email_subscribe, p.push_subscribe,
+  to_char(p.push_opted_in_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS push_opted_in_at,
+  p.custom_attributes, p.random_bucket, p.push_import_anonymous,
+  to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
+  to_char(p.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at, p.version`
+
+export interface ProfileLookup {
+  externalIds?: string[]
+  aliases?: { alias_label: string; alias_name: string }[]
+  serviceIds?: string[]
+  emails?: string[]
+  phones?: string[]
+}
+
+export interface LockedProfiles {
+  byId: Map<number, ProfileRow>
+  aliasOwner: Map<string, number>
+}
+
+export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`
+
+/**
+ * Loads and row-locks (in id order, so concurrent jobs never deadlock) every profile the
+ * identifiers name, plus the owner of each alias.
+ */
+export async function lockProfiles(db: Queryable, workspaceId: string, lookup: ProfileLookup, lock = true): Promise<LockedProfiles> {
+  const aliasLabels = (lookup.aliases ?? []).map((a) => a.alias_label)
+  const aliasNames = (lookup.aliases ?? []).map((a) => a.alias_name)
+  const r = await query<ProfileRow & { alias_label: string | null; alias_name: string | null }>(
+    db,
+    'lockProfiles',
+    `WITH wanted AS (
+       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
+       UNION SELECT a.profile_id FROM profile_aliases a
+               JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+              WHERE a.workspace_id = $1
+     )
+     ${SELECT_PROFILE} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
+    [workspaceId, lookup.externalIds ?? [], lookup.serviceIds ?? [], lookup.emails ?? [], lookup.phones ?? [], aliasLabels, aliasNames],
+  )
+  const byId = new Map(r.rows.map((p) => [p.id, p]))
+  const aliasOwner = new Map<string, number>()
+  if (aliasLabels.length) {
+    const a = await query<{ alias_label: string; alias_name: string; profile_id: number }>(
+      db,
+      'findAliasOwners',
+      `SELECT a.alias_label, a.alias_name, a.profile_id FROM profile_aliases a
+         JOIN unnest($2::text[], $3::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+        WHERE a.workspace_id = $1`,
+      [workspaceId, aliasLabels, aliasNames],
+    )
+    for (const row of a.rows) aliasOwner.set(aliasKey(row.alias_label, row.alias_name), row.profile_id)
+  }
+  return { byId, aliasOwner }
+}
+
+export async function loadProfiles(db: Queryable, ids: number[]): Promise<ProfileRow[]> {
+  const r = await query<ProfileRow>(db, 'loadProfiles', `${SELECT_PROFILE} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`, [ids])
+  return r.rows
+}
+
+/** Reserves ids for profiles a job may create, in one round trip. */
+export async function allocateProfileIds(db: Queryable, count: number): Promise<number[]> {
+  if (count === 0) return []
+  const r = await query<{ id: number }>(db, 'allocateProfileIds', `SELECT nextval('profiles_id_seq') AS id FROM generate_series(1, $1)`, [count])
+  return r.rows.map((x) => x.id)
+}
+
+const WRITE_COLUMNS = `id bigint, workspace_id text, service_id text, external_id text, email text, phone text, first_name text,
+  last_name text, gender text, dob text, home_city text, country text, language text, time_zone text, email_subscribe text,
+  push_subscribe text, push_opted_in_at timestamptz, custom_attributes jsonb, random_bucket int, push_import_anonymous boolean,
+  created_at timestamptz`
+
+/** Inserts new profiles and rewrites changed ones, one statement each, bumping version and updated_at. */
+export async function saveProfiles(db: Queryable, created: ProfileRow[], changed: ProfileRow[]): Promise<void> {
+  if (created.length) {
+    await query(
+      db,
+      'insertProfiles',
+      `INSERT INTO profiles (id, workspace_id, service_id, external_id, email, phone, first_name, last_name, gender, dob, home_city,
+         country, language, time_zone, email_subscribe, push_subscribe, push_opted_in_at, custom_attributes, random_bucket,
+         push_import_anonymous, created_at, updated_at, version)
+       SELECT r.*, now(), 1 FROM jsonb_to_recordset($1::jsonb) AS r(${WRITE_COLUMNS})`,
+      [JSON.stringify(created)],
+    )
+  }
+  if (changed.length) {
+    await query(
+      db,
+      'updateProfiles',
+      `UPDATE profiles p SET external_id = r.external_id, email = r.email, phone = r.phone, first_name = r.first_name,
+         last_name = r.last_name, gender = r.gender, dob = r.dob, home_city = r.home_city, country = r.country,
+         language = r.language, time_zone = r.time_zone, email_subscribe = r.email_subscribe, push_subscribe = r.push_subscribe,
+         push_opted_in_at = r.push_opted_in_at, custom_attributes = r.custom_attributes,
+         push_import_anonymous = r.push_import_anonymous, updated_at = now(), version = p.version + 1
+       FROM jsonb_to_recordset($1::jsonb) AS r(${WRITE_COLUMNS})
+       WHERE p.id = r.id`,
+      [JSON.stringify(changed)],
+    )
+  }
+}
+
+/** Marks profiles changed by a side effect (a subscription, a token) so snapshots pick them up. */
+export async function touchProfiles(db: Queryable, ids: number[]): Promise<void> {
+  if (ids.length === 0) return
+  await query(db, 'touchProfiles', 'UPDATE profiles SET updated_at = now(), version = version + 1 WHERE id = ANY($1::bigint[])', [ids])
+}
+
+export async function insertAliases(db: Queryable, workspaceId: string, rows: { alias_label: string; alias_name: string; profile_id: number }[]): Promise<void> {
+  if (rows.length === 0) return
+  await query(
+    db,
+    'insertAliases',
+    `INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id)
+     SELECT $1, r.alias_label, r.alias_name, r.profile_id FROM jsonb_to_recordset($2::jsonb) AS r(alias_label text, alias_name text, profile_id bigint)
+     ON CONFLICT DO NOTHING`,
+    [workspaceId, JSON.stringify(rows)],
+  )
+}
+
+/** Profile ids (other than those given) that share one of the emails. */
+export async function profilesWithEmails(db: Queryable, workspaceId: string, emails: string[]): Promise<{ id: number; email: string }[]> {
+  if (emails.length === 0) return []
+  const r = await query<{ id: number; email: string }>(
+    db,
+    'profilesWithEmails',
+    'SELECT id, email FROM profiles WHERE workspace_id = $1 AND email = ANY($2::text[]) ORDER BY id FOR UPDATE',
+    [workspaceId, emails],
+  )
+  return r.rows
+}
+
+/** Deletes profiles (aliases, tokens, summaries and states go with them); returns the version each tombstone must carry. */
+export async function deleteProfiles(db: Queryable, ids: number[]): Promise<{ id: number; version: number }[]> {
+  if (ids.length === 0) return []
+  const r = await query<{ id: number; version: number }>(
+    db,
+    'deleteProfiles',
+    'DELETE FROM profiles WHERE id = ANY($1::bigint[]) RETURNING id, version + 1 AS version',
+    [ids],
+  )
+  return r.rows
+}
+
+/** Sets the email subscription state of profiles (those sharing an address with an updated user). */
+export async function setEmailSubscribe(db: Queryable, ids: number[], state: string): Promise<void> {
+  if (ids.length === 0) return
+  await query(
+    db,
+    'setEmailSubscribe',
+    'UPDATE profiles SET email_subscribe = $2, updated_at = now(), version = version + 1 WHERE id = ANY($1::bigint[])',
+    [ids, state],
+  )
+}

@@ -1,0 +1,29 @@
+import { createHash } from 'node:crypto'
+import { z } from 'zod'
+
+/** How a request names one user. */
+export const Identifier = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('external_id'), value: z.string() }),
+  z.object({ kind: z.literal('user_alias'), alias_name: z.string(), alias_label: z.string() }),
+  z.object({ kind: z.literal('service_id'), value: z.string() }),
+  z.object({ kind: z.literal('email'), value: z.string() }),
+  z.object({ kind: z.literal('phone'), value: z.string() }),
+])
+export type Identifier = z.infer<typeof Identifier>
+
+export function identifierKey(id: Identifier): string {
+  return id.kind === 'user_alias' ? `user_alias:${id.alias_label}\u0000${id.alias_name}` : `${id.kind}:${id.value}`
+}
+
+/** The track partition of a user: every request naming the user the same way lands in the same one. */
+export function partitionOf(id: Identifier, partitions: number): number {
+  return partitionOfKey(identifierKey(id), partitions)
+}
+
+export function partitionOfKey(key: string, partitions: number): number {
+  return createHash('sha1').update(key).digest().readUInt32BE(0) % partitions
+}
+
+export function describeIdentifier(id: Identifier): string {
+  return id.kind === 'user_alias' ? `user_alias ${id.alias_label}/${id.alias_name}` : `${id.kind} ${id.value}`
+}

@@ -1,0 +1,85 @@
+/**
+ * The exported user record of interface.md 2.4. Profiles are stored in this form (all-time
+ * summaries) in ClickHouse snapshots and projected for output: the 90-day window on event and
+ * purchase entries, and the fields asked for. Absent fields are left out, never null.
+ */
+export interface EventSummary {
+  name: string
+  first: string
+  last: string
+  count: number
+}
+
+export interface UserRecord {
+  created_at: string
+  external_id?: string
+  user_aliases?: { alias_name: string; alias_label: string }[]
+  service_id: string
+  random_bucket: number
+  first_name?: string
+  last_name?: string
+  email?: string
+  home_city?: string
+  time_zone?: string
+  dob?: string
+  country?: string
+  phone?: string
+  language?: string
+  gender?: string
+  push_subscribe?: string
+  email_subscribe?: string
+  push_opted_in_at?: string
+  custom_attributes?: Record<string, unknown>
+  custom_events?: EventSummary[]
+  purchases?: EventSummary[]
+  push_tokens?: { app: string; token: string; device_id?: string; notifications_enabled: boolean }[]
+  subscription_groups?: { subscription_group_id: string; subscription_state: string }[]
+}
+
+/** Field names `fields_to_export` accepts (interface.md 2.4, plus the subscription fields we keep). */
+export const ExportableFields = [
+  'apps', 'attributed_campaign', 'attributed_source', 'attributed_adgroup', 'attributed_ad', 'service_id', 'country',
+  'created_at', 'custom_attributes', 'custom_events', 'devices', 'dob', 'email', 'external_id', 'first_name', 'gender',
+  'home_city', 'language', 'last_coordinates', 'last_name', 'phone', 'purchases', 'push_tokens', 'random_bucket',
+  'time_zone', 'total_revenue', 'uninstalled_at', 'user_aliases', 'campaigns_received', 'canvases_received',
+  'email_subscribe', 'push_subscribe', 'push_opted_in_at', 'subscription_groups',
+] as const
+export type ExportableField = (typeof ExportableFields)[number]
+
+const WINDOW_MS = 90 * 24 * 3600 * 1000
+
+export interface Projection {
+  /** Undefined: every field. */
+  fields?: readonly string[]
+  /** Custom attributes to keep when `custom_attributes` is not among `fields`. */
+  customAttributes?: readonly string[]
+  now: Date
+}
+
+function within90Days(entries: EventSummary[] | undefined, now: Date): EventSummary[] | undefined {
+  if (!entries) return undefined
+  const since = now.getTime() - WINDOW_MS
+  const kept = entries.filter((e) => Date.parse(e.last) >= since)
+  return kept.length ? kept : undefined
+}
+
+/** A stored record as a user sees it: 90-day event and purchase entries (first and count stay all-time), chosen fields. */
+export function projectRecord(record: UserRecord, p: Projection): Partial<UserRecord> {
+  const full: Partial<UserRecord> = {
+    ...record,
+    custom_events: within90Days(record.custom_events, p.now),
+    purchases: within90Days(record.purchases, p.now),
+  }
+  let out: Record<string, unknown> = full
+  if (p.fields) {
+    const wanted = new Set(p.fields)
+    out = Object.fromEntries(Object.entries(full).filter(([k]) => wanted.has(k)))
+    if (!wanted.has('custom_attributes') && p.customAttributes?.length && record.custom_attributes) {
+      const picked = Object.fromEntries(
+        p.customAttributes.filter((n) => n in record.custom_attributes!).map((n) => [n, record.custom_attributes![n]]),
+      )
+      if (Object.keys(picked).length) out.custom_attributes = picked
+    }
+  }
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined && v !== null)) as Partial<UserRecord>
+}

@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { countEvents } from '../../../shared/clickhouse/event-repository.js'
+import { readSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
+import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+
+let env: TestEnv
+let ws: { id: string; key: string }
+
+beforeAll(async () => {
+  env = await startTestEnv({ workers: ['track'] })
+  ws = await env.workspace()
+})
+afterAll(async () => {
+  await env.close()
+})
+
+async function track(body: unknown, key = ws.key) {
+  const r = await env.call('POST', '/users/track', { key, body })
+  return r
+}
+
+async function trackAndWait(body: unknown) {
+  const r = await track(body)
+  expect(r.status, r.text).toBe(201)
+  const progress = await env.waitForRequest(ws.key, r.headers.get('x-request-id')!)
+  expect(progress.status).toBe('done')
+  return { response: r.body, progress }
+}
+
+async function read(body: unknown) {
+  const r = await env.call('POST', '/users/export/ids', { key: ws.key, body })
+  expect(r.status, r.text).toBe(201)
+  return r.body
+}
+
+describe('POST /users/track', () => {
+  it('creates a profile with standard fields and custom attributes, read back through /users/export/ids', async () => {
+    const { response } = await trackAndWait({
+      attributes: [
+        {
+          external_id: 'u1',
+          first_name: 'Ada',
+          email: 'Ada@Example.com',
+          country: 'gb',
+          dob: '1990-12-10',
+          gender: 'f',
+          time_zone: 'Europe/London',
+          plan: 'gold',
+          visits: 3,
+          stays: [{ hotel: 'Ritz', nights: 2, checkin: '2024-05-01' }],
+        },
+      ],
+    })
+    expect(response).toEqual({ message: 'success', attributes_processed: 1 })
+    const out = await read({ external_ids: ['u1'] })
+    expect(out.users).toHaveLength(1)
+    const u = out.users[0]
+    expect(u).toMatchObject({
+      external_id: 'u1',
+      first_name: 'Ada',
+      email: 'ada@example.com',
+      country: 'GB',
+      dob: '1990-12-10',
+      gender: 'F',
+      time_zone: 'Europe/London',
+      custom_attributes: { plan: 'gold', visits: 3, stays: [{ hotel: 'Ritz', nights: 2, checkin: '2024-05-01' }] },
+    })
+    expect(u.service_id).toMatch(/^[0-9a-f]{24}$/)
+    expect(u.random_bucket).toBeGreaterThanOrEqual(0)
+    expect(u.random_bucket).toBeLessThan(10000)
+    expect(Date.parse(u.created_at)).toBeGreaterThan(Date.now() - 60_000)
+  })
+
+  it('applies inc, add/remove, arrays and null in order', async () => {
+    await trackAndWait({ attributes: [{ external_id: 'u2', n: 1, tags: ['a', 'b'], gone: 'x' }] })
+    await trackAndWait({
+      attributes: [
+        { external_id: 'u2', n: { inc: 5 }, tags: { add: ['c', 'a'], remove: ['b'] }, gone: null },
+        { external_id: 'u2', n: { inc: -2 } },
+      ],
+    })
+    const u = (await read({ external_ids: ['u2'] })).users[0]
+    expect(u.custom_attributes).toEqual({ n: 4, tags: ['a', 'c'] })
+  })
+
+  it('stores every event occurrence and summarizes per user', async () => {
+    const t1 = new Date(Date.now() - 3600_000).toISOString()
+    const t2 = new Date(Date.now() - 60_000).toISOString()
+    await trackAndWait({
+      events: [
+        { external_id: 'u3', name: 'played', time: t2, properties: { level: { n: 2 }, items: [{ id: 1 }] } },
+        { external_id: 'u3', name: 'played', time: t1 },
+        { external_id: 'u3', name: 'played', time: t1 },
+      ],
+      purchases: [{ external_id: 'u3', product_id: 'sku1', currency: 'usd', price: 9.5, time: t2 }],
+    })
+    const u = (await read({ external_ids: ['u3'] })).users[0]
+    expect(u.custom_events).toEqual([{ name: 'played', first: t1, last: t2, count: 3 }])
+    expect(u.purchases).toEqual([{ name: 'sku1', first: t2, last: t2, count: 1 }])
+    const ids = await env.ctx.pg.query('SELECT id FROM profiles WHERE external_id = $1', ['u3'])
+    const counts = await countEvents(env.clickhouse, ws.id, [ids.rows[0].id])
+    expect(counts).toEqual([{ kind: 'event', n: 3 }, { kind: 'purchase', n: 1 }])
+    const snap = await readSnapshots(env.clickhouse, ws.id, [ids.rows[0].id])
+    expect(snap.get(ids.rows[0].id)?.custom_events?.[0].count).toBe(3)
+  })
+
+  it('answers non-fatal errors for bad objects and still applies the good ones', async () => {
+    const r = await track({
+      attributes: [{ external_id: 'u4', color: 'red' }, { external_id: 'u4', dob: '10/12/1990' }],
+      events: [{ external_id: 'u4', name: 'x', time: 'yesterday' }],
+    })
+    expect(r.status).toBe(201)
+    expect(r.body.message).toBe('success')
+    expect(r.body.attributes_processed).toBe(1)
+    expect(r.body.events_processed).toBe(0)
+    expect(r.body.errors).toEqual([
+      expect.objectContaining({ input_array: 'attributes', index: 1, message: expect.stringMatching(/^attributes\[1\]\.dob:/) }),
+      expect.objectContaining({ input_array: 'events', index: 0, message: expect.stringMatching(/^events\[0\]\.time:/) }),
+    ])
+    await env.waitForRequest(ws.key, r.headers.get('x-request-id')!)
+    const u = (await read({ external_ids: ['u4'] })).users[0]
+    expect(u.custom_attributes).toEqual({ color: 'red' })
+    expect(u.dob).toBeUndefined()
+  })
+})

@@ -1,0 +1,97 @@
+import { z } from 'zod'
+import { Identifier } from '../../shared/domain/identifiers.js'
+
+/** Standard profile fields an attributes object may set (null clears them). */
+export const StandardFields = z
+  .object({
+    first_name: z.string().nullable(),
+    last_name: z.string().nullable(),
+    gender: z.string().nullable(),
+    dob: z.string().nullable(),
+    home_city: z.string().nullable(),
+    country: z.string().nullable(),
+    language: z.string().nullable(),
+    time_zone: z.string().nullable(),
+    email: z.string().nullable(),
+    phone: z.string().nullable(),
+    email_subscribe: z.string().nullable(),
+    push_subscribe: z.string().nullable(),
+  })
+  .partial()
+export type StandardFields = z.infer<typeof StandardFields>
+
+export const AttributeOp = z.object({
+  index: z.number().int(),
+  /** Absent only for a push-token import, which creates anonymous profiles per token. */
+  identifier: Identifier.optional(),
+  /** Explicit `_update_existing_only`, when sent (defaults depend on the identifier). */
+  updateExistingOnly: z.boolean().optional(),
+  pushTokenImport: z.boolean(),
+  fields: StandardFields,
+  /** Custom attribute name -> raw value form (plain, array, {inc}, {add,remove}, null). */
+  custom: z.record(z.string(), z.unknown()),
+  pushTokens: z.array(z.object({ app_id: z.string(), token: z.string(), device_id: z.string().optional() })),
+  subscriptionGroups: z.array(
+    z.object({ subscription_group_id: z.string(), subscription_state: z.enum(['subscribed', 'unsubscribed']) }),
+  ),
+})
+export type AttributeOp = z.infer<typeof AttributeOp>
+
+export const EventOp = z.object({
+  index: z.number().int(),
+  eventId: z.string(),
+  identifier: Identifier,
+  app_id: z.string().optional(),
+  name: z.string(),
+  time: z.string(),
+  properties: z.record(z.string(), z.unknown()),
+})
+export type EventOp = z.infer<typeof EventOp>
+
+export const PurchaseOp = z.object({
+  index: z.number().int(),
+  eventId: z.string(),
+  identifier: Identifier,
+  app_id: z.string().optional(),
+  product_id: z.string(),
+  currency: z.string(),
+  price: z.number(),
+  quantity: z.number().int(),
+  time: z.string(),
+  properties: z.record(z.string(), z.unknown()),
+})
+export type PurchaseOp = z.infer<typeof PurchaseOp>
+
+/** A subscription-group state set by /subscription/status/set for one user key. */
+export const SubscriptionChange = z.object({
+  key: z.discriminatedUnion('kind', [
+    z.object({ kind: z.literal('external_id'), value: z.string() }),
+    z.object({ kind: z.literal('email'), value: z.string() }),
+    z.object({ kind: z.literal('phone'), value: z.string() }),
+  ]),
+  subscription_group_id: z.string(),
+  subscription_state: z.enum(['subscribed', 'unsubscribed']),
+})
+export type SubscriptionChange = z.infer<typeof SubscriptionChange>
+
+/** An email subscription state set by /email/status for an address. */
+export const EmailStateChange = z.object({
+  email: z.string(),
+  subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']),
+})
+export type EmailStateChange = z.infer<typeof EmailStateChange>
+
+/**
+ * One partition's share of an accepted request: everything in it names users that hash to this
+ * partition, and is applied in order: attributes, events, purchases, then subscription changes.
+ */
+export const TrackJob = z.object({
+  workspaceId: z.string(),
+  requestId: z.string(),
+  attributes: z.array(AttributeOp).default([]),
+  events: z.array(EventOp).default([]),
+  purchases: z.array(PurchaseOp).default([]),
+  subscriptionChanges: z.array(SubscriptionChange).default([]),
+  emailStateChanges: z.array(EmailStateChange).default([]),
+})
+export type TrackJob = z.infer<typeof TrackJob>

@@ -1,0 +1,101 @@
+import type pg from 'pg'
+import { touchProfiles } from '../../shared/db/repositories/profile-repository.js'
+import {
+  copyAddressGroupStates,
+  copyEmailStates,
+  lockProfilesByKeys,
+  setEmailSubscribeByAddress,
+  writeAddressGroupStates,
+  writeEmailStates,
+  writeProfileGroupStates,
+  type AddressGroupState,
+  type ProfileGroupState,
+  type ProfileKeys,
+} from '../../shared/db/repositories/subscription-state-repository.js'
+import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
+import type { EmailStateChange, SubscriptionChange } from './schema.js'
+
+const unique = <T>(values: T[]) => [...new Set(values)]
+
+function keysOf(changes: SubscriptionChange[]) {
+  const values = (kind: SubscriptionChange['key']['kind']) => unique(changes.filter((c) => c.key.kind === kind).map((c) => c.key.value))
+  return { externalIds: values('external_id'), emails: values('email'), phones: values('phone') }
+}
+
+/** The profiles a user key names: one for an external id, every profile having an email or phone. */
+function profilesNamedBy(key: SubscriptionChange['key'], profiles: ProfileKeys[]): number[] {
+  return profiles.filter((p) => p[key.kind] === key.value).map((p) => p.id)
+}
+
+/** One row per (profile, group): the last change in job order wins. */
+function latestProfileStates(changes: SubscriptionChange[], profiles: ProfileKeys[]): ProfileGroupState[] {
+  const latest = new Map<string, ProfileGroupState>()
+  for (const c of changes) {
+    for (const id of profilesNamedBy(c.key, profiles)) {
+      latest.set(`${id}\u001f${c.subscription_group_id}`, { profile_id: id, group_id: c.subscription_group_id, state: c.subscription_state })
+    }
+  }
+  return [...latest.values()]
+}
+
+/** One row per (address, group) for changes made by email or phone: the last change wins. */
+function latestAddressStates(changes: SubscriptionChange[]): AddressGroupState[] {
+  const latest = new Map<string, AddressGroupState>()
+  for (const c of changes) {
+    if (c.key.kind === 'external_id') continue
+    latest.set(`${c.key.value}\u001f${c.subscription_group_id}`, { group_id: c.subscription_group_id, address: c.key.value, state: c.subscription_state })
+  }
+  return [...latest.values()]
+}
+
+/**
+ * Applies /subscription/status/set changes; returns the ids of profiles it changed.
+ * An external id no profile has is ignored (only /users/track creates profiles). An email or
+ * phone sets every profile having it and is also stored for the address, so a profile that gets
+ * the address later gets the state. A group deleted since the request was accepted is skipped.
+ */
+export async function applySubscriptionChanges(db: pg.PoolClient, workspaceId: string, changes: SubscriptionChange[]): Promise<number[]> {
+  if (changes.length === 0) return []
+  const groups = await findSubscriptionGroups(db, workspaceId, unique(changes.map((c) => c.subscription_group_id)))
+  const live = changes.filter((c) => groups.has(c.subscription_group_id))
+  const profiles = await lockProfilesByKeys(db, workspaceId, keysOf(live))
+  const changed = await writeProfileGroupStates(db, latestProfileStates(live, profiles))
+  await writeAddressGroupStates(db, workspaceId, latestAddressStates(live))
+  await touchProfiles(db, changed)
+  return changed
+}
+
+/**
+ * Applies /email/status changes; returns the ids of profiles it changed. The state is stored for
+ * the address whether or not a profile has it, and set on every profile that has it.
+ */
+export async function applyEmailStateChanges(db: pg.PoolClient, workspaceId: string, changes: EmailStateChange[]): Promise<number[]> {
+  if (changes.length === 0) return []
+  const latest = [...new Map(changes.map((c) => [c.email, { email: c.email, state: c.subscription_state }])).values()]
+  await writeEmailStates(db, workspaceId, latest)
+  await lockProfilesByKeys(db, workspaceId, { externalIds: [], emails: latest.map((l) => l.email), phones: [] })
+  const changed = await setEmailSubscribeByAddress(db, workspaceId, latest)
+  await touchProfiles(db, changed)
+  return changed
+}
+
+/**
+ * Applies states stored for an email or phone before any profile had it (address subscription
+ * states and /email/status) to profiles that now have that address; returns the changed ids.
+ * Call it for profiles whose email or phone the job set, after the job's own writes: a group
+ * state is copied only when it is newer than the profile's own state for that group, while an
+ * uploaded email state always replaces `email_subscribe` (it describes the address just tied).
+ */
+export async function applyPendingAddressStates(
+  db: pg.PoolClient,
+  workspaceId: string,
+  profiles: { id: number; email: string | null; phone: string | null }[],
+): Promise<number[]> {
+  const withEmail = profiles.flatMap((p) => (p.email ? [{ profile_id: p.id, email: p.email }] : []))
+  const withPhone = profiles.flatMap((p) => (p.phone ? [{ profile_id: p.id, address: p.phone }] : []))
+  const owned = [...withEmail.map((o) => ({ profile_id: o.profile_id, address: o.email })), ...withPhone]
+  if (owned.length === 0) return []
+  const changed = unique([...(await copyAddressGroupStates(db, workspaceId, owned)), ...(await copyEmailStates(db, workspaceId, withEmail))])
+  await touchProfiles(db, changed)
+  return changed
+}
