@@ -1,0 +1,69 @@
+import { aliasKey, type LockedProfiles, type ProfileLookup, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { choose, type Choice } from '../../shared/domain/prioritization.js'
+import type { IdentityTarget } from './schema.js'
+
+/** A non-fatal error of one identity operation, reported on the request (GET /requests/{id}). */
+export interface IdentityError {
+  type: 'user_not_found' | 'ambiguous_user' | 'same_user' | 'already_identified'
+  input_array: string
+  index: number
+  message: string
+}
+
+/** Where an operation came from in its request, for the errors it reports. */
+export interface OperationRef {
+  inputArray: string
+  index: number
+}
+
+export function identityError(ref: OperationRef, type: IdentityError['type'], message: string): IdentityError {
+  return { type, input_array: ref.inputArray, index: ref.index, message }
+}
+
+/** What to lock so that every target (and, for identify, the external id) can be resolved. */
+export function lookupOf(targets: IdentityTarget[], externalIds: string[] = []): ProfileLookup {
+  const values = (kind: IdentityTarget['kind']) => targets.flatMap((t) => (t.kind === kind && 'value' in t ? [t.value] : []))
+  return {
+    externalIds: [...values('external_id'), ...externalIds],
+    serviceIds: values('service_id'),
+    emails: values('email'),
+    phones: values('phone'),
+    aliases: targets.flatMap((t) => (t.kind === 'user_alias' ? [{ alias_label: t.alias_label, alias_name: t.alias_name }] : [])),
+  }
+}
+
+/** The profile holding an external id, among the locked ones. */
+export function withExternalId(locked: LockedProfiles, externalId: string): ProfileRow | undefined {
+  return [...locked.byId.values()].find((p) => p.external_id === externalId)
+}
+
+/** The user a target names: exactly one, none, or several that the prioritization could not tell apart. */
+export function resolveTarget(locked: LockedProfiles, target: IdentityTarget): Choice<ProfileRow> {
+  const profiles = [...locked.byId.values()]
+  switch (target.kind) {
+    case 'user_alias': {
+      const owner = locked.aliasOwner.get(aliasKey(target.alias_label, target.alias_name))
+      const profile = owner === undefined ? undefined : locked.byId.get(owner)
+      return profile ? { kind: 'one', candidate: profile } : { kind: 'none' }
+    }
+    case 'external_id':
+      return choose(profiles.filter((p) => p.external_id === target.value), [])
+    case 'service_id':
+      return choose(profiles.filter((p) => p.service_id === target.value), [])
+    case 'email':
+      return choose(profiles.filter((p) => p.email === target.value), target.prioritization)
+    case 'phone':
+      return choose(profiles.filter((p) => p.phone === target.value), target.prioritization)
+  }
+}
+
+export function describeTarget(target: IdentityTarget): string {
+  return target.kind === 'user_alias' ? `user_alias ${target.alias_label}/${target.alias_name}` : `${target.kind} ${target.value}`
+}
+
+/** The error to report when a target did not resolve to exactly one user. */
+export function unresolvedError(ref: OperationRef, target: IdentityTarget, choice: Exclude<Choice<ProfileRow>, { kind: 'one' }>): IdentityError {
+  return choice.kind === 'none'
+    ? identityError(ref, 'user_not_found', `no user found for ${describeTarget(target)}`)
+    : identityError(ref, 'ambiguous_user', `${describeTarget(target)} matches ${choice.count} users after prioritization; nothing was changed`)
+}

@@ -1,0 +1,56 @@
+import { z } from 'zod'
+import { Prioritization } from '../../shared/domain/prioritization.js'
+
+/**
+ * How an identity request names one user. Email and phone may name several users, so they
+ * carry the prioritization that picks one (interface.md 4.2).
+ */
+export const IdentityTarget = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('external_id'), value: z.string() }),
+  z.object({ kind: z.literal('user_alias'), alias_name: z.string(), alias_label: z.string() }),
+  z.object({ kind: z.literal('service_id'), value: z.string() }),
+  z.object({ kind: z.literal('email'), value: z.string(), prioritization: Prioritization }),
+  z.object({ kind: z.literal('phone'), value: z.string(), prioritization: Prioritization }),
+])
+export type IdentityTarget = z.infer<typeof IdentityTarget>
+
+/** One element of /users/merge `merge_updates`: `toMerge` is folded into `toKeep` and removed. */
+export const MergeOperation = z.object({
+  type: z.literal('merge'),
+  index: z.number().int(),
+  toMerge: IdentityTarget,
+  toKeep: IdentityTarget,
+})
+export type MergeOperation = z.infer<typeof MergeOperation>
+
+/** One element of /users/identify: the user named by `user` (an alias or an email) gets `externalId`. */
+export const IdentifyOperation = z.object({
+  type: z.literal('identify'),
+  inputArray: z.enum(['aliases_to_identify', 'emails_to_identify']),
+  index: z.number().int(),
+  externalId: z.string(),
+  user: IdentityTarget,
+})
+export type IdentifyOperation = z.infer<typeof IdentifyOperation>
+
+/** One identifier of /users/delete. */
+export const DeleteOperation = z.object({
+  type: z.literal('delete'),
+  inputArray: z.enum(['external_ids', 'user_aliases', 'service_ids', 'email_addresses']),
+  index: z.number().int(),
+  user: IdentityTarget,
+})
+export type DeleteOperation = z.infer<typeof DeleteOperation>
+
+export const IdentityOperation = z.discriminatedUnion('type', [MergeOperation, IdentifyOperation, DeleteOperation])
+export type IdentityOperation = z.infer<typeof IdentityOperation>
+
+/** An identity change (merge, identify or delete) of one user, one job each. */
+export const IdentityJob = z.object({
+  workspaceId: z.string(),
+  requestId: z.string(),
+  /** Acceptance time (ms): track work accepted before it is applied first. */
+  acceptedAt: z.number(),
+  operation: IdentityOperation,
+})
+export type IdentityJob = z.infer<typeof IdentityJob>
