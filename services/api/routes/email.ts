@@ -1,0 +1,65 @@
+import { Router, type Response } from 'express'
+import { z } from 'zod'
+import { removeFromEmailList, type EmailList } from '../../../shared/db/repositories/email-list-repository.js'
+import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain/email-provider.js'
+import { ApiError } from '../../../shared/errors.js'
+import { submitRequest } from '../../../shared/queue/jobs.js'
+import type { ApiDeps, Guard } from '../deps.js'
+import { parseOr400 } from '../validation.js'
+import { EmailAddress, submitTrackChanges, upTo50 } from './subscriptions.js'
+
+const EmailStatusBody = z
+  .object({ email: EmailAddress, subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']) })
+  .strict()
+
+const RemoveBody = z.object({ email: upTo50(EmailAddress, 'email addresses') }).strict()
+
+const removeFromProvider: Record<EmailList, (p: EmailProviderLists, emails: string[]) => Promise<void>> = {
+  spam: (p, emails) => p.removeFromSpamList(emails),
+  bounce: (p, emails) => p.removeFromBounceList(emails),
+}
+
+/**
+ * Removes addresses from the service's list, then from the provider's. Both are idempotent, so a
+ * client that gets the 502 of a provider failure simply repeats the request. The removal is
+ * synchronous; its request id is recorded as done so that GET /requests/{id} answers like for
+ * every other write.
+ */
+async function removeFromLists(deps: ApiDeps, provider: EmailProviderLists, res: Response, list: EmailList, emails: string[]) {
+  const workspaceId = res.locals.auth!.workspaceId
+  const unique = [...new Set(emails)]
+  const removed = await removeFromEmailList(deps.pg, workspaceId, list, unique)
+  try {
+    await removeFromProvider[list](provider, unique)
+  } catch (e) {
+    throw new ApiError(502, 'email_provider_failed', `removed from the service's ${list} list, but the email provider's ${list} list could not be updated: ${(e as Error).message}`, { removed })
+  }
+  await submitRequest(deps.producer, { workspaceId, requestId: res.locals.requestId!, jobs: [] })
+  res.status(201).json({ message: 'success', removed })
+}
+
+/**
+ * interface.md 4.10 to 4.12. `provider` is the email provider's list hook; without one, only the
+ * service's own lists change.
+ */
+export function emailRoutes(deps: ApiDeps, guard: Guard, provider: EmailProviderLists = noEmailProvider): Router {
+  const r = Router()
+
+  r.post('/email/status', ...guard('email.status', { write: true }), async (req, res) => {
+    const body = parseOr400(EmailStatusBody, req.body)
+    await submitTrackChanges(deps, res, { emailStateChanges: [{ email: body.email, subscription_state: body.subscription_state }] })
+    res.status(201).json({ message: 'success' })
+  })
+
+  r.post('/email/spam/remove', ...guard('email.spam.remove', { write: true }), async (req, res) => {
+    const body = parseOr400(RemoveBody, req.body)
+    await removeFromLists(deps, provider, res, 'spam', body.email)
+  })
+
+  r.post('/email/bounce/remove', ...guard('email.bounce.remove', { write: true }), async (req, res) => {
+    const body = parseOr400(RemoveBody, req.body)
+    await removeFromLists(deps, provider, res, 'bounce', body.email)
+  })
+
+  return r
+}

@@ -1,0 +1,283 @@
+import { Router, type Response } from 'express'
+import { z } from 'zod'
+import { findSubscriptionGroups, type SubscriptionGroup } from '../../../shared/db/repositories/subscription-group-repository.js'
+import {
+  readGroupStatesByAddress,
+  readGroupStatesByExternalId,
+  type GroupState,
+} from '../../../shared/db/repositories/subscription-state-repository.js'
+import { isPlainObject } from '../../../shared/domain/attributes.js'
+import { partitionOf } from '../../../shared/domain/identifiers.js'
+import { EMAIL_PATTERN, normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
+import { badRequest } from '../../../shared/errors.js'
+import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
+import type { EmailStateChange, SubscriptionChange, TrackJob } from '../../../workers/track/schema.js'
+import type { ApiDeps, Guard } from '../deps.js'
+import { parseOr400 } from '../validation.js'
+
+/** interface.md section 7, word for word. */
+const EMAIL_AND_PHONE_MESSAGE = 'Either an email address or a phone number should be provided, but not both.'
+
+const MAX_KEYS = 50
+const MAX_V2_GROUPS = 25
+
+/**
+ * A list sent as one string or as an array. The 'extended' query parser also turns
+ * `external_id[]=` lists longer than 20 into objects keyed "0", "1", ...; those are lists too.
+ */
+function asList(value: unknown): unknown {
+  if (typeof value === 'string') return [value]
+  if (isPlainObject(value) && Object.keys(value).every((k) => /^\d+$/.test(k))) {
+    return Object.entries(value)
+      .sort(([a], [b]) => Number(a) - Number(b))
+      .map(([, v]) => v)
+  }
+  return value
+}
+
+/** A string or an array of `min` to 50 items; the message of a refusal names the field and the limit. */
+export function upTo50<T extends z.ZodType>(item: T, noun: string, min = 1) {
+  return z.preprocess(
+    asList,
+    z
+      .array(item)
+      .min(min, `must hold at least ${min} ${noun}`)
+      .max(MAX_KEYS, `must hold at most ${MAX_KEYS} ${noun} per request`),
+  )
+}
+
+// 254: the longest address SMTP can carry (RFC 5321 path limit).
+export const EmailAddress = z
+  .string()
+  .max(254, 'must be at most 254 characters')
+  .refine((s) => EMAIL_PATTERN.test(s.trim()), 'must be a valid email address')
+  .transform(normalizeEmail)
+
+export const PhoneNumber = z.string().transform((s, ctx) => {
+  const e164 = toE164(s)
+  if (!e164) ctx.addIssue({ code: 'custom', message: 'must be a valid phone number with country code (E.164)' })
+  return e164 ?? z.NEVER
+})
+
+const ExternalId = z.string().min(1, 'must be a non-empty string').max(512)
+const SubscriptionState = z.enum(['subscribed', 'unsubscribed'])
+const GroupId = z.string().min(1, 'is required').max(255, 'must be at most 255 characters')
+
+/** One group's share of a set request, in the form both versions of the endpoint reduce to. */
+interface GroupUpdate {
+  groupId: string
+  state: GroupState
+  externalIds: string[]
+  emails: string[]
+  phones: string[]
+  /** The request's own field names, so that messages point at what was sent. */
+  fields: { group: string; externalIds: string; emails: string; phones: string }
+}
+
+const SetStatusV1 = z
+  .object({
+    subscription_group_id: GroupId,
+    subscription_state: SubscriptionState,
+    external_id: upTo50(ExternalId, 'external ids', 0).optional(),
+    email: upTo50(EmailAddress, 'email addresses').optional(),
+    phone: upTo50(PhoneNumber, 'phone numbers').optional(),
+  })
+  .strict()
+
+const GroupUpdateV2 = z
+  .object({
+    subscription_group_id: GroupId,
+    subscription_state: SubscriptionState,
+    external_ids: upTo50(ExternalId, 'external ids', 0).optional(),
+    emails: upTo50(EmailAddress, 'email addresses').optional(),
+    phones: upTo50(PhoneNumber, 'phone numbers').optional(),
+  })
+  .strict()
+
+const SetStatusV2 = z
+  .object({
+    subscription_groups: z
+      .array(GroupUpdateV2)
+      .min(1, 'must hold at least 1 subscription group')
+      .max(MAX_V2_GROUPS, `must hold at most ${MAX_V2_GROUPS} subscription groups per request`),
+  })
+  .strict()
+
+const present = (v: unknown) => v !== undefined && v !== null
+
+/** Checked before anything else, so the exact message wins over any other problem with the values. */
+function refuseEmailAndPhone(obj: unknown, emailField: string, phoneField: string): void {
+  if (isPlainObject(obj) && present(obj[emailField]) && present(obj[phoneField])) throw badRequest(EMAIL_AND_PHONE_MESSAGE)
+}
+
+/** Loads the groups named; an unknown one is a 400 naming the field that carried it. */
+async function groupsOr400(deps: ApiDeps, workspaceId: string, named: { field: string; groupId: string }[]) {
+  const groups = await findSubscriptionGroups(deps.pg, workspaceId, [...new Set(named.map((n) => n.groupId))])
+  for (const n of named) {
+    if (!groups.has(n.groupId)) throw badRequest(`${n.field}: unknown subscription group ${n.groupId}`)
+  }
+  return groups
+}
+
+/** Email groups take emails, SMS and WhatsApp groups take phones; every update names somebody. */
+function checkKeysFitChannel(u: GroupUpdate, group: SubscriptionGroup) {
+  const f = u.fields
+  if (group.channel === 'email' && u.phones.length) {
+    throw badRequest(`${f.phones}: subscription group ${group.id} is an email group; send ${f.externalIds} or ${f.emails}`)
+  }
+  if (group.channel !== 'email' && u.emails.length) {
+    throw badRequest(`${f.emails}: subscription group ${group.id} is an ${group.channel} group; send ${f.externalIds} or ${f.phones}`)
+  }
+  if (u.externalIds.length + u.emails.length + u.phones.length === 0) {
+    const alternative = group.channel === 'email' ? f.emails : f.phones
+    throw badRequest(`${f.externalIds}: ${f.externalIds} or ${alternative} is required for an ${group.channel} subscription group`)
+  }
+}
+
+function changesOf(u: GroupUpdate): SubscriptionChange[] {
+  const change = (key: SubscriptionChange['key']): SubscriptionChange => ({
+    key,
+    subscription_group_id: u.groupId,
+    subscription_state: u.state,
+  })
+  return [
+    ...u.externalIds.map((value) => change({ kind: 'external_id', value })),
+    ...u.emails.map((value) => change({ kind: 'email', value })),
+    ...u.phones.map((value) => change({ kind: 'phone', value })),
+  ]
+}
+
+/**
+ * Queues subscription and email-state writes on the track partitions of the user keys they
+ * name, so they apply in acceptance order with /users/track requests naming the same keys.
+ */
+export async function submitTrackChanges(
+  deps: ApiDeps,
+  res: Response,
+  changes: { subscriptionChanges?: SubscriptionChange[]; emailStateChanges?: EmailStateChange[] },
+): Promise<void> {
+  const workspaceId = res.locals.auth!.workspaceId
+  const requestId = res.locals.requestId!
+  const jobs = new Map<number, TrackJob>()
+  const jobFor = (partition: number) => {
+    let job = jobs.get(partition)
+    if (!job) {
+      job = { workspaceId, requestId, attributes: [], events: [], purchases: [], subscriptionChanges: [], emailStateChanges: [] }
+      jobs.set(partition, job)
+    }
+    return job
+  }
+  const partitions = deps.config.TRACK_PARTITIONS
+  for (const c of changes.subscriptionChanges ?? []) jobFor(partitionOf(c.key, partitions)).subscriptionChanges.push(c)
+  for (const c of changes.emailStateChanges ?? []) jobFor(partitionOf({ kind: 'email', value: c.email }, partitions)).emailStateChanges.push(c)
+  const queued: QueuedJob[] = [...jobs].map(([partition, data]) => ({ name: 'applyTrackBatch', partition, data }))
+  await submitRequest(deps.producer, { workspaceId, requestId, jobs: queued })
+}
+
+/** Checks every update against its group, queues the changes in request order, answers 201. */
+async function acceptGroupUpdates(deps: ApiDeps, res: Response, updates: GroupUpdate[]) {
+  const named = updates.map((u) => ({ field: u.fields.group, groupId: u.groupId }))
+  const groups = await groupsOr400(deps, res.locals.auth!.workspaceId, named)
+  for (const u of updates) checkKeysFitChannel(u, groups.get(u.groupId)!)
+  await submitTrackChanges(deps, res, { subscriptionChanges: updates.flatMap(changesOf) })
+  res.status(201).json({ message: 'success' })
+}
+
+/** email and phone are checked only when used: with external_id they are ignored. */
+const StatusQuery = z.object({
+  subscription_group_id: GroupId,
+  external_id: upTo50(ExternalId, 'external ids').optional(),
+  email: z.unknown().optional(),
+  phone: z.unknown().optional(),
+})
+
+const StateLabel: Record<GroupState, 'Subscribed' | 'Unsubscribed'> = { subscribed: 'Subscribed', unsubscribed: 'Unsubscribed' }
+
+function labelOf(state: GroupState | undefined): 'Subscribed' | 'Unsubscribed' | 'Unknown' {
+  return state ? StateLabel[state] : 'Unknown'
+}
+
+/** The keys a status read names, each as sent (the answer's key) and as stored. */
+type ReadKeys = { kind: 'external_id' | 'email' | 'phone'; sent: string[]; stored: string[] }
+
+function addressKeys(kind: 'email' | 'phone', raw: unknown): ReadKeys {
+  const noun = kind === 'email' ? 'email addresses' : 'phone numbers'
+  const sent = parseOr400(z.object({ [kind]: upTo50(z.string(), noun) }), { [kind]: raw })[kind] as string[]
+  const item = kind === 'email' ? EmailAddress : PhoneNumber
+  const stored = parseOr400(z.object({ [kind]: z.array(item) }), { [kind]: sent })[kind] as string[]
+  return { kind, sent, stored }
+}
+
+/** external_id wins over email and phone; email and phone together are refused. */
+function readKeysOf(q: z.infer<typeof StatusQuery>): ReadKeys {
+  if (q.external_id) return { kind: 'external_id', sent: q.external_id, stored: q.external_id }
+  if (present(q.email) && present(q.phone)) throw badRequest(EMAIL_AND_PHONE_MESSAGE)
+  if (present(q.email)) return addressKeys('email', q.email)
+  if (present(q.phone)) return addressKeys('phone', q.phone)
+  throw badRequest('external_id: one of external_id, email or phone is required')
+}
+
+function checkReadFitsChannel(keys: ReadKeys, group: SubscriptionGroup) {
+  if (keys.kind === 'phone' && group.channel === 'email') {
+    throw badRequest(`phone: subscription group ${group.id} is an email group; send external_id or email`)
+  }
+  if (keys.kind === 'email' && group.channel !== 'email') {
+    throw badRequest(`email: subscription group ${group.id} is an ${group.channel} group; send external_id or phone`)
+  }
+}
+
+/** interface.md 4.7 to 4.9. */
+export function subscriptionRoutes(deps: ApiDeps, guard: Guard): Router {
+  const r = Router()
+
+  r.post('/subscription/status/set', ...guard('subscription.status.set', { write: true }), async (req, res) => {
+    refuseEmailAndPhone(req.body, 'email', 'phone')
+    const body = parseOr400(SetStatusV1, req.body)
+    await acceptGroupUpdates(deps, res, [
+      {
+        groupId: body.subscription_group_id,
+        state: body.subscription_state,
+        externalIds: body.external_id ?? [],
+        emails: body.email ?? [],
+        phones: body.phone ?? [],
+        fields: { group: 'subscription_group_id', externalIds: 'external_id', emails: 'email', phones: 'phone' },
+      },
+    ])
+  })
+
+  r.post('/v2/subscription/status/set', ...guard('subscription.status.set', { write: true }), async (req, res) => {
+    const raw = isPlainObject(req.body) ? req.body.subscription_groups : undefined
+    if (Array.isArray(raw)) for (const g of raw) refuseEmailAndPhone(g, 'emails', 'phones')
+    const body = parseOr400(SetStatusV2, req.body)
+    const updates = body.subscription_groups.map((g, i): GroupUpdate => {
+      const at = `subscription_groups.${i}`
+      return {
+        groupId: g.subscription_group_id,
+        state: g.subscription_state,
+        externalIds: g.external_ids ?? [],
+        emails: g.emails ?? [],
+        phones: g.phones ?? [],
+        fields: { group: `${at}.subscription_group_id`, externalIds: `${at}.external_ids`, emails: `${at}.emails`, phones: `${at}.phones` },
+      }
+    })
+    await acceptGroupUpdates(deps, res, updates)
+  })
+
+  r.get('/subscription/status/get', ...guard('subscription.status.get'), async (req, res) => {
+    const q = parseOr400(StatusQuery, req.query)
+    const keys = readKeysOf(q)
+    const workspaceId = res.locals.auth!.workspaceId
+    const groups = await groupsOr400(deps, workspaceId, [{ field: 'subscription_group_id', groupId: q.subscription_group_id }])
+    const group = groups.get(q.subscription_group_id)!
+    checkReadFitsChannel(keys, group)
+    const stored = [...new Set(keys.stored)]
+    const states =
+      keys.kind === 'external_id'
+        ? await readGroupStatesByExternalId(deps.pg, workspaceId, group.id, stored)
+        : await readGroupStatesByAddress(deps.pg, workspaceId, group.id, keys.kind, stored)
+    const status = Object.fromEntries(keys.sent.map((sent, i) => [sent, labelOf(states.get(keys.stored[i]))]))
+    res.json({ status, message: 'success' })
+  })
+
+  return r
+}
