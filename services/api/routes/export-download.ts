@@ -1,0 +1,77 @@
+import { once } from 'node:events'
+import { createReadStream } from 'node:fs'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import { createGunzip } from 'node:zlib'
+import { ZipArchive } from 'archiver'
+import { Router, type Response } from 'express'
+import { getExportDownload, type ExportFile } from '../../../shared/db/repositories/export-repository.js'
+import { ApiError, notFound } from '../../../shared/errors.js'
+import { downloadKey, signatureValid } from '../../../shared/storage/download-link.js'
+import { jsonEntryName, localExportDir } from '../../../shared/storage/export-layout.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
+
+export const openapi: ApiOperation[] = [
+  {
+    method: 'get',
+    path: '/exports/:id/download',
+    summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
+    auth: 'none',
+    responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired' },
+  },
+]
+
+/**
+ * GET /exports/{id}/download?signature=...: the download link of an export made without storage
+ * credentials. The signature proves the service issued the link (403 otherwise); the link works
+ * from the moment the export is done until EXPORT_URL_TTL_SECONDS later (410 after that) and
+ * answers one ZIP holding every file of the export as newline-delimited JSON.
+ */
+export function exportDownloadRoutes(deps: ApiDeps): Router {
+  const r = Router()
+  const linkKey = downloadKey(deps.adminToken)
+
+  r.get('/exports/:id/download', async (req, res) => {
+    const id = req.params.id
+    const signature = typeof req.query.signature === 'string' ? req.query.signature : ''
+    if (!signatureValid(linkKey, id, signature)) throw new ApiError(403, 'forbidden', 'this download link is not valid (bad or missing signature)')
+    const found = await getExportDownload(deps.pg, id)
+    if (!found) throw notFound(`unknown export ${id}`)
+    if (found.status === 'failed') throw new ApiError(409, 'export_failed', `the export failed: ${found.error ?? 'unknown reason'}`)
+    if (found.status !== 'done' || !found.finished_at) {
+      throw new ApiError(409, 'export_not_ready', `the export is not finished yet (status ${found.status}); the link works once it is done`)
+    }
+    const expiresAt = found.finished_at.getTime() + deps.config.EXPORT_URL_TTL_SECONDS * 1000
+    if (Date.now() >= expiresAt) throw new ApiError(410, 'link_expired', `this download link expired at ${new Date(expiresAt).toISOString()}`)
+    await sendZip(res, localExportDir(deps.config.DATA_DIR, found.object_prefix), found.files, path.basename(found.object_prefix))
+  })
+
+  return r
+}
+
+/**
+ * Streams one ZIP of the stored (gzipped) files. Entries are opened one after another, so a
+ * large export holds one file open at a time; a failure midway cuts the response short.
+ */
+async function sendZip(res: Response, dir: string, files: ExportFile[], name: string): Promise<void> {
+  res.status(200)
+  res.setHeader('Content-Type', 'application/zip')
+  res.setHeader('Content-Disposition', `attachment; filename="${name}.zip"`)
+  const zip = new ZipArchive({ zlib: { level: 6 } })
+  try {
+    await Promise.all([pipeline(zip, res), appendAll(zip, dir, files)])
+  } catch (e) {
+    res.destroy(e as Error)
+  }
+}
+
+async function appendAll(zip: ZipArchive, dir: string, files: ExportFile[]): Promise<void> {
+  for (const file of files) {
+    const gunzip = createGunzip()
+    pipeline(createReadStream(path.join(dir, file.name)), gunzip).catch((e) => zip.destroy(e))
+    zip.append(gunzip, { name: jsonEntryName(file.name) })
+    await once(zip, 'entry')
+  }
+  await zip.finalize()
+}

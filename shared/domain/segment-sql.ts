@@ -1,0 +1,175 @@
+import type { Filter } from './segment-filter.js'
+
+/**
+ * Compiles a segment filter (operator.md section 3) to a ClickHouse boolean expression over one
+ * row of `profile_snapshots FINAL` (columns `record`, `random_bucket`, `profile_id`). Every value
+ * is a bound parameter; only fixed field names and operators are written into the SQL. The
+ * expression expects the caller to bind `{ws:String}` (the workspace) and `{after:UInt64}` (the
+ * keyset cursor: event subqueries skip profiles the outer query skips anyway).
+ *
+ * Every piece yields 0 or 1, never NULL, so `not` and `neq` are plain negations: a user without
+ * the attribute matches `neq` and `not_exists`.
+ */
+export interface CompiledFilter {
+  where: string
+  params: Record<string, unknown>
+}
+
+export interface CompileOptions {
+  /** Fully qualified `events` table, e.g. `db.events`. */
+  eventsTable: string
+}
+
+type Scalar = string | number | boolean
+
+/** A JSON value to test: a document expression plus an optional path into it. */
+interface JsonSource {
+  doc: string
+  path: string
+}
+
+const COUNT_OPERATORS = { count_eq: '=', count_gt: '>', count_gte: '>=', count_lt: '<', count_lte: '<=' } as const
+/** Whether a user with no occurrence at all satisfies `count <op> n`. */
+const ZERO_MATCHES: Record<keyof typeof COUNT_OPERATORS, (n: number) => boolean> = {
+  count_eq: (n) => n === 0,
+  count_gt: () => false,
+  count_gte: (n) => n === 0,
+  count_lt: (n) => n > 0,
+  count_lte: () => true,
+}
+const ORDERING = { gt: '>', gte: '>=', lt: '<', lte: '<=' } as const
+const NUMERIC_TYPES = `('Int64', 'UInt64', 'Double')`
+/** An ISO 8601 date or timestamp: such values compare as instants, not as text. */
+const DATE_LIKE = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/
+
+class ParamBinder {
+  readonly values: Record<string, unknown> = {}
+  private next = 0
+
+  bind(value: unknown, type: string): string {
+    const name = `f${this.next++}`
+    this.values[name] = value
+    return `{${name}:${type}}`
+  }
+}
+
+const call = (fn: string, s: JsonSource) => `${fn}(${s.doc}${s.path ? `, ${s.path}` : ''})`
+const typeIs = (s: JsonSource, type: string) => `${call('JSONType', s)} = '${type}'`
+const isNumber = (s: JsonSource) => `${call('JSONType', s)} IN ${NUMERIC_TYPES}`
+const asTime = (expr: string) => `parseDateTime64BestEffortOrNull(${expr}, 3, 'UTC')`
+const anyOf = (parts: string[]) => (parts.length ? `(${parts.join(' OR ')})` : '0')
+const allOf = (parts: string[]) => (parts.length ? `(${parts.join(' AND ')})` : '1')
+const not = (expr: string) => `(NOT ${expr})`
+
+/** Array elements of the source, for `arrayExists(x -> ..., elements)`. */
+const ELEMENT: JsonSource = { doc: 'x', path: '' }
+const elementsOf = (s: JsonSource) => call('JSONExtractArrayRaw', s)
+const someElement = (s: JsonSource, test: (x: JsonSource) => string) =>
+  `(${typeIs(s, 'Array')} AND arrayExists(x -> ${test(ELEMENT)}, ${elementsOf(s)}))`
+
+function compare(s: JsonSource, operator: string, value: Scalar, p: ParamBinder): string {
+  if (typeof value === 'string' && DATE_LIKE.test(value)) {
+    return `(${typeIs(s, 'String')} AND ifNull(${asTime(call('JSONExtractString', s))} ${operator} ${asTime(p.bind(value, 'String'))}, 0))`
+  }
+  if (typeof value === 'string') return `(${typeIs(s, 'String')} AND ${call('JSONExtractString', s)} ${operator} ${p.bind(value, 'String')})`
+  if (typeof value === 'number') return `(${isNumber(s)} AND ${call('JSONExtractFloat', s)} ${operator} ${p.bind(value, 'Float64')})`
+  if (operator !== '=') return '0'
+  return `(${typeIs(s, 'Bool')} AND ${call('JSONExtractBool', s)} = ${p.bind(value ? 1 : 0, 'UInt8')})`
+}
+
+/** The value is one of `values`: strings, numbers and booleans each tested as one bound array. */
+function oneOf(s: JsonSource, values: Scalar[], p: ParamBinder): string {
+  const strings = values.filter((v): v is string => typeof v === 'string')
+  const numbers = values.filter((v): v is number => typeof v === 'number')
+  const booleans = values.filter((v): v is boolean => typeof v === 'boolean').map((b) => (b ? 1 : 0))
+  const parts: string[] = []
+  if (strings.length) parts.push(`(${typeIs(s, 'String')} AND ${call('JSONExtractString', s)} IN ${p.bind(strings, 'Array(String)')})`)
+  if (numbers.length) parts.push(`(${isNumber(s)} AND ${call('JSONExtractFloat', s)} IN ${p.bind(numbers, 'Array(Float64)')})`)
+  if (booleans.length) parts.push(`(${typeIs(s, 'Bool')} AND ${call('JSONExtractBool', s)} IN ${p.bind(booleans, 'Array(UInt8)')})`)
+  return anyOf(parts)
+}
+
+/**
+ * A value rule on one JSON value. `contains` is a case-insensitive substring of a string value or
+ * an element of an array value; `in` matches a listed value or an array holding one.
+ */
+function valueRule(s: JsonSource, op: string, value: unknown, p: ParamBinder): string {
+  const exists = `${call('JSONType', s)} != 'Null'`
+  switch (op) {
+    case 'exists':
+      return `(${exists})`
+    case 'not_exists':
+      return not(`(${exists})`)
+    case 'eq':
+      return compare(s, '=', value as Scalar, p)
+    case 'neq':
+      return not(compare(s, '=', value as Scalar, p))
+    case 'gt':
+    case 'gte':
+    case 'lt':
+    case 'lte':
+      return compare(s, ORDERING[op], value as Scalar, p)
+    case 'contains': {
+      const inArray = someElement(s, (x) => compare(x, '=', value as Scalar, p))
+      if (typeof value !== 'string') return inArray
+      return anyOf([`(${typeIs(s, 'String')} AND positionCaseInsensitiveUTF8(${call('JSONExtractString', s)}, ${p.bind(value, 'String')}) > 0)`, inArray])
+    }
+    case 'in': {
+      const values = value as Scalar[]
+      return anyOf([oneOf(s, values, p), someElement(s, (x) => oneOf(x, values, p))])
+    }
+    default:
+      throw new Error(`unknown operator ${op}`)
+  }
+}
+
+const field = (name: string): JsonSource => ({ doc: 'record', path: `'${name}'` })
+
+/** Occurrence counts from `events FINAL`; a rule that zero satisfies is written as "not among the users failing it". */
+function countRule(kind: 'event' | 'purchase', name: string, f: { op: keyof typeof COUNT_OPERATORS; value: number; within_days?: number }, p: ParamBinder, o: CompileOptions): string {
+  const operator = COUNT_OPERATORS[f.op]
+  const zeroMatches = ZERO_MATCHES[f.op](f.value)
+  const conditions = ['workspace_id = {ws:String}', 'profile_id > {after:UInt64}', `kind = '${kind}'`]
+  if (!(kind === 'purchase' && name === '*')) conditions.push(`name = ${p.bind(name, 'String')}`)
+  if (f.within_days !== undefined) conditions.push(`time >= now64(3) - toIntervalDay(${p.bind(f.within_days, 'UInt32')})`)
+  const having = `count() ${operator} ${p.bind(f.value, 'UInt64')}`
+  const subquery = `SELECT profile_id FROM ${o.eventsTable} FINAL WHERE ${conditions.join(' AND ')} GROUP BY profile_id HAVING ${zeroMatches ? `NOT (${having})` : having}`
+  return `(profile_id ${zeroMatches ? 'NOT IN' : 'IN'} (${subquery}))`
+}
+
+function compileNode(f: Filter, p: ParamBinder, o: CompileOptions): string {
+  if ('all' in f) return allOf(f.all.map((x) => compileNode(x, p, o)))
+  if ('any' in f) return anyOf(f.any.map((x) => compileNode(x, p, o)))
+  if ('not' in f) return not(compileNode(f.not, p, o))
+  if ('field' in f) return valueRule(field(f.field), f.op, f.value, p)
+  if ('custom_attribute' in f) {
+    return valueRule({ doc: 'record', path: `'custom_attributes', ${p.bind(f.custom_attribute, 'String')}` }, f.op, f.value, p)
+  }
+  if ('custom_event' in f) return countRule('event', f.custom_event, f, p, o)
+  if ('purchase' in f) return countRule('purchase', f.purchase, f, p, o)
+  if ('random_bucket' in f) {
+    const bounds: string[] = []
+    if (f.random_bucket.gte !== undefined) bounds.push(`random_bucket >= ${p.bind(f.random_bucket.gte, 'UInt16')}`)
+    if (f.random_bucket.lt !== undefined) bounds.push(`random_bucket < ${p.bind(f.random_bucket.lt, 'UInt16')}`)
+    return allOf(bounds)
+  }
+  if ('email_subscribe' in f) return compare(field('email_subscribe'), '=', f.email_subscribe, p)
+  if ('push_subscribe' in f) return compare(field('push_subscribe'), '=', f.push_subscribe, p)
+  if ('subscription_group' in f) {
+    const group = `JSONExtractString(x, 'subscription_group_id') = ${p.bind(f.subscription_group, 'String')}`
+    const state = `JSONExtractString(x, 'subscription_state') = ${p.bind(f.state, 'String')}`
+    return `arrayExists(x -> ${group} AND ${state}, JSONExtractArrayRaw(record, 'subscription_groups'))`
+  }
+  throw new Error(`unknown filter rule ${JSON.stringify(f)}`)
+}
+
+export function compileSegmentFilter(filter: Filter, options: CompileOptions): CompiledFilter {
+  const p = new ParamBinder()
+  const where = compileNode(filter, p, options)
+  return { where, params: p.values }
+}
+
+/** The global control group: users whose random bucket is below `percent * 100`. */
+export function globalControlGroupFilter(percent: number): Filter {
+  return { random_bucket: { lt: Math.round(percent * 100) } }
+}

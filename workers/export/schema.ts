@@ -1,0 +1,9 @@
+import { z } from 'zod'
+
+/** Runs one export; its settings live in the `exports` row. */
+export const ExportJob = z.object({
+  workspaceId: z.string(),
+  requestId: z.string(),
+  exportId: z.string(),
+})
+export type ExportJob = z.infer<typeof ExportJob>
