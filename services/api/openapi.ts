@@ -1,0 +1,377 @@
+import { z } from 'zod'
+import type { Permission } from '../../shared/domain/permissions.js'
+import { openapi as adminOperations } from './routes/admin.js'
+import { openapi as docsOperations } from './routes/docs.js'
+import { openapi as healthOperations } from './routes/health.js'
+import { openapi as metricsOperations } from './routes/metrics.js'
+import { openapi as requestOperations } from './routes/requests.js'
+import { openapi as usersExportIdsOperations } from './routes/users-export-ids.js'
+import { openapi as usersTrackOperations } from './routes/users-track.js'
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete'
+
+/** Who may call an operation: a workspace's API key, the operator's ADMIN_TOKEN, a SCIM token, or anyone. */
+export type AuthKind = 'api_key' | 'admin' | 'scim' | 'none'
+
+/**
+ * One documented operation. Each route family exports a list of these (`export const openapi`)
+ * beside its handlers, naming the very zod schemas the handlers parse with, so the document
+ * cannot drift from the validation.
+ */
+export interface ApiOperation {
+  method: HttpMethod
+  /** The Express pattern the router registers, e.g. `/admin/v1/workspaces/:ws`. */
+  path: string
+  summary: string
+  auth: AuthKind
+  permission?: Permission
+  /** Queues work: answers X-Request-Id and honours Idempotency-Key (operator.md section 5). */
+  write?: boolean
+  body?: z.ZodType
+  query?: z.ZodType
+  /** Status code to description; 400, 401, 403 and 429 are added where the auth and inputs imply them. */
+  responses: Record<number, string>
+}
+
+/**
+ * Operations of route families whose files do not export an `openapi` list yet. Their owners
+ * move each entry into their own file (with `body`/`query` naming the exported schemas) and
+ * drop it from here.
+ */
+const pendingFamilyOperations: ApiOperation[] = [
+  {
+    method: 'post',
+    path: '/admin/v1/workspaces/:ws/email_spam_list',
+    summary: 'Add addresses to the workspace email spam list',
+    auth: 'admin',
+    responses: { 200: '`{added, emails}`', 404: 'unknown workspace' },
+  },
+  {
+    method: 'get',
+    path: '/admin/v1/workspaces/:ws/email_spam_list',
+    summary: 'List the workspace email spam list, page by page',
+    auth: 'admin',
+    responses: { 200: '`{emails, next_after?}`', 404: 'unknown workspace' },
+  },
+  {
+    method: 'post',
+    path: '/admin/v1/workspaces/:ws/email_bounce_list',
+    summary: 'Add addresses to the workspace email bounce list',
+    auth: 'admin',
+    responses: { 200: '`{added, emails}`', 404: 'unknown workspace' },
+  },
+  {
+    method: 'get',
+    path: '/admin/v1/workspaces/:ws/email_bounce_list',
+    summary: 'List the workspace email bounce list, page by page',
+    auth: 'admin',
+    responses: { 200: '`{emails, next_after?}`', 404: 'unknown workspace' },
+  },
+  {
+    method: 'post',
+    path: '/users/merge',
+    summary: 'Merge one user into another',
+    auth: 'api_key',
+    permission: 'users.merge',
+    write: true,
+    responses: { 202: '`{message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/users/identify',
+    summary: 'Identify alias-only or email/phone-only users with an external id',
+    auth: 'api_key',
+    permission: 'users.identify',
+    write: true,
+    responses: { 201: '`{message: "success", aliases_processed}`' },
+  },
+  {
+    method: 'post',
+    path: '/users/delete',
+    summary: 'Delete users',
+    auth: 'api_key',
+    permission: 'users.delete',
+    write: true,
+    responses: { 201: '`{message: "success", deleted}`' },
+  },
+  {
+    method: 'post',
+    path: '/users/export/segment',
+    summary: 'Export the users of a segment (files in S3 or a download URL)',
+    auth: 'api_key',
+    permission: 'users.export.segment',
+    write: true,
+    responses: { 201: '`{message: "success", object_prefix, url?, export_id}`' },
+  },
+  {
+    method: 'post',
+    path: '/users/export/global_control_group',
+    summary: 'Export the users of the global control group',
+    auth: 'api_key',
+    permission: 'users.export.global_control_group',
+    write: true,
+    responses: { 201: '`{message: "success", object_prefix, url?, export_id}`' },
+  },
+  {
+    method: 'get',
+    path: '/exports/:id/download',
+    summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
+    auth: 'none',
+    responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired' },
+  },
+  {
+    method: 'post',
+    path: '/subscription/status/set',
+    summary: 'Set the subscription state of users in one subscription group',
+    auth: 'api_key',
+    permission: 'subscription.status.set',
+    write: true,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/v2/subscription/status/set',
+    summary: 'Set subscription states in several subscription groups',
+    auth: 'api_key',
+    permission: 'subscription.status.set',
+    write: true,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'get',
+    path: '/subscription/status/get',
+    summary: 'Read the state of users in a subscription group',
+    auth: 'api_key',
+    permission: 'subscription.status.get',
+    responses: { 200: '`{status: {<key>: "Subscribed" | "Unsubscribed" | "Unknown"}, message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/email/status',
+    summary: 'Set the global email subscription state of an address',
+    auth: 'api_key',
+    permission: 'email.status',
+    write: true,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/email/spam/remove',
+    summary: 'Remove addresses from the spam list',
+    auth: 'api_key',
+    permission: 'email.spam.remove',
+    write: true,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/email/bounce/remove',
+    summary: 'Remove addresses from the bounce list',
+    auth: 'api_key',
+    permission: 'email.bounce.remove',
+    write: true,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/scim/v2/Users',
+    summary: 'Create a dashboard user (SCIM)',
+    auth: 'scim',
+    responses: { 201: 'the SCIM user', 409: 'a user with that userName exists' },
+  },
+  {
+    method: 'get',
+    path: '/scim/v2/Users',
+    summary: 'Search dashboard users by filter (SCIM)',
+    auth: 'scim',
+    responses: { 200: 'a SCIM ListResponse' },
+  },
+  {
+    method: 'get',
+    path: '/scim/v2/Users/:id',
+    summary: 'Read a dashboard user (SCIM)',
+    auth: 'scim',
+    responses: { 200: 'the SCIM user', 404: 'unknown user' },
+  },
+  {
+    method: 'put',
+    path: '/scim/v2/Users/:id',
+    summary: 'Replace a dashboard user (SCIM)',
+    auth: 'scim',
+    responses: { 200: 'the SCIM user', 404: 'unknown user' },
+  },
+  {
+    method: 'delete',
+    path: '/scim/v2/Users/:id',
+    summary: 'Delete a dashboard user (SCIM)',
+    auth: 'scim',
+    responses: { 204: 'deleted', 404: 'unknown user' },
+  },
+  {
+    method: 'patch',
+    path: '/scim/v2/Users/:id',
+    summary: 'PATCH is not supported: use PUT (SCIM)',
+    auth: 'scim',
+    responses: { 501: 'not implemented' },
+  },
+]
+
+/** Every documented operation of the service. */
+export function apiOperations(): ApiOperation[] {
+  return [
+    ...healthOperations,
+    ...metricsOperations,
+    ...docsOperations,
+    ...adminOperations,
+    ...requestOperations,
+    ...usersTrackOperations,
+    ...usersExportIdsOperations,
+    ...pendingFamilyOperations,
+  ]
+}
+
+type JsonSchema = Record<string, unknown>
+
+const ErrorBody = z.object({ message: z.string(), errors: z.array(z.unknown()).optional() })
+
+const SecuritySchemeOf: Record<Exclude<AuthKind, 'none'>, string> = { api_key: 'apiKey', admin: 'adminToken', scim: 'scimToken' }
+
+const TagOf: Record<AuthKind, string> = { api_key: 'REST API', admin: 'Operator API', scim: 'SCIM', none: 'Service' }
+
+/** `/admin/v1/workspaces/:ws` -> `/admin/v1/workspaces/{ws}`. */
+export function openApiPath(expressPath: string): string {
+  return expressPath.replace(/:(\w+)/g, '{$1}')
+}
+
+function pathParameters(expressPath: string) {
+  return [...expressPath.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }))
+}
+
+function operationId(op: ApiOperation): string {
+  const words = op.path.split(/[^A-Za-z0-9]+/).filter(Boolean)
+  return op.method + words.map((w) => w[0].toUpperCase() + w.slice(1)).join('')
+}
+
+/** Input-side JSON Schema (what a caller sends); refinements zod cannot express become `{}`. */
+function jsonSchemaOf(schema: z.ZodType): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
+    target: 'draft-2020-12',
+    io: 'input',
+    unrepresentable: 'any',
+    cycles: 'ref',
+  }) as JsonSchema
+  return rest
+}
+
+/**
+ * Rewrites a schema's local `$ref`s (`#` and `#/$defs/x`) to component schemas, since inside
+ * the OpenAPI document `#` is the document itself.
+ */
+function rehomeRefs(node: unknown, name: string): unknown {
+  if (Array.isArray(node)) return node.map((n) => rehomeRefs(n, name))
+  if (node === null || typeof node !== 'object') return node
+  return Object.fromEntries(
+    Object.entries(node).map(([k, v]) => {
+      if (k !== '$ref' || typeof v !== 'string') return [k, rehomeRefs(v, name)]
+      if (v === '#') return [k, `#/components/schemas/${name}`]
+      return [k, v.replace(/^#\/\$defs\//, `#/components/schemas/${name}_`)]
+    }),
+  )
+}
+
+/** Adds a named component schema (and the definitions it needs) and answers a reference to it. */
+function addComponent(components: Record<string, JsonSchema>, name: string, schema: z.ZodType): JsonSchema {
+  const { $defs, ...root } = jsonSchemaOf(schema) as JsonSchema & { $defs?: Record<string, JsonSchema> }
+  components[name] = rehomeRefs(root, name) as JsonSchema
+  for (const [defName, def] of Object.entries($defs ?? {})) components[`${name}_${defName}`] = rehomeRefs(def, name) as JsonSchema
+  return { $ref: `#/components/schemas/${name}` }
+}
+
+function queryParameters(query: z.ZodType) {
+  const schema = jsonSchemaOf(query) as { properties?: Record<string, JsonSchema>; required?: string[] }
+  return Object.entries(schema.properties ?? {}).map(([name, s]) => ({
+    name,
+    in: 'query',
+    required: schema.required?.includes(name) ?? false,
+    schema: s,
+  }))
+}
+
+/** The responses an operation declares, plus the refusals its auth and inputs make possible. */
+function responsesOf(op: ApiOperation) {
+  const implied: [number, string | false | undefined][] = [
+    [400, (op.body || op.query) && 'invalid input: `message` names the field'],
+    [401, op.auth !== 'none' && 'missing or wrong credentials'],
+    [403, op.permission && `the API key lacks the permission ${op.permission}`],
+    [429, op.auth === 'api_key' && 'rate limit of the workspace exceeded'],
+  ]
+  const all = { ...Object.fromEntries(implied.filter(([, d]) => d)), ...op.responses }
+  return Object.fromEntries(
+    Object.entries(all).map(([status, description]) => {
+      const failure = Number(status) >= 400
+      const requestIdHeader = op.write && !failure ? { headers: { 'X-Request-Id': { description: 'follow with GET /requests/{id}', schema: { type: 'string' } } } } : {}
+      // SCIM answers its own error shape (RFC 7644), described by the SCIM schemas, not ours.
+      const errorBody = failure && op.auth !== 'scim' ? { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } : {}
+      return [status, { description, ...requestIdHeader, ...errorBody }]
+    }),
+  )
+}
+
+function headerParameters(op: ApiOperation) {
+  return [
+    ...(op.write ? [{ name: 'Idempotency-Key', in: 'header', required: false, description: 'repeat a write safely for 24 hours', schema: { type: 'string' } }] : []),
+    ...(op.auth === 'scim' ? [{ name: 'X-Request-Origin', in: 'header', required: true, description: 'the request_origin of the SCIM token', schema: { type: 'string' } }] : []),
+  ]
+}
+
+function operationObject(op: ApiOperation, components: Record<string, JsonSchema>) {
+  const id = operationId(op)
+  const parameters = [...pathParameters(op.path), ...(op.query ? queryParameters(op.query) : []), ...headerParameters(op)]
+  return {
+    operationId: id,
+    summary: op.summary,
+    tags: [TagOf[op.auth]],
+    ...(op.permission && { description: `Permission: \`${op.permission}\`` }),
+    ...(op.auth !== 'none' && { security: [{ [SecuritySchemeOf[op.auth]]: [] }] }),
+    ...(parameters.length && { parameters }),
+    ...(op.body && {
+      requestBody: {
+        required: true,
+        content: { 'application/json': { schema: addComponent(components, `${id[0].toUpperCase()}${id.slice(1)}Body`, op.body) } },
+      },
+    }),
+    responses: responsesOf(op),
+  }
+}
+
+/** The OpenAPI 3.1 document of the given operations, served at /openapi.json. */
+export function buildOpenApiDocument(opts: { publicUrl: string; operations: ApiOperation[] }) {
+  const components: Record<string, JsonSchema> = {}
+  addComponent(components, 'Error', ErrorBody)
+  const paths: Record<string, Record<string, unknown>> = {}
+  for (const op of opts.operations) {
+    const p = openApiPath(op.path)
+    paths[p] ??= {}
+    if (paths[p][op.method]) throw new Error(`${op.method.toUpperCase()} ${op.path} is documented twice`)
+    paths[p][op.method] = operationObject(op, components)
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'userdata service',
+      version: '1',
+      description: 'Customer-engagement data API: the REST API of interface.md, the operator API and SCIM of operator.md.',
+    },
+    servers: [{ url: opts.publicUrl }],
+    tags: Object.values(TagOf).map((name) => ({ name })),
+    paths,
+    components: {
+      schemas: components,
+      securitySchemes: {
+        apiKey: { type: 'http', scheme: 'bearer', description: 'An API key of the workspace' },
+        adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN of the deployment' },
+        scimToken: { type: 'http', scheme: 'bearer', description: 'A SCIM token; send X-Request-Origin too' },
+      },
+    },
+  }
+}
