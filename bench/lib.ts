@@ -1,0 +1,109 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+import { withDefaultUser } from '../shared/db/pool.js'
+
+export const root = path.resolve(import.meta.dirname, '..')
+export const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
+
+export function dbUrl(name: string): string {
+  const u = new URL(PG_BASE)
+  u.pathname = `/${name}`
+  return withDefaultUser(u.toString())
+}
+
+/** A fresh benchmark database, so runs never touch `make run`'s data or each other's. */
+export async function freshDatabase(name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: dbUrl('postgres') })
+  await admin.connect()
+  await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`)
+  await admin.end()
+  return dbUrl(name)
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
+}
+
+export interface ServiceProcess {
+  child: ChildProcess
+  url: string
+}
+
+/** Starts `services/main.ts <args>` and waits until its API (or, for a worker, its metrics listener) answers. */
+export async function startService(args: string[], env: Record<string, string>, port: number): Promise<ServiceProcess> {
+  const workerOnly = args[0] === 'worker'
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/main.ts', ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env, ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let out = ''
+  child.stdout!.on('data', (d) => (out += d))
+  const url = `http://127.0.0.1:${port}`
+  const probe = workerOnly ? `${url}/metrics` : `${url}/healthz`
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`service ${args.join(' ')} exited: ${out}`)
+    if (await fetch(probe).then((r) => r.ok).catch(() => false)) break
+    if (Date.now() > deadline) throw new Error(`service ${args.join(' ')} did not start`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return { child, url }
+}
+
+export async function stopService(s: ServiceProcess): Promise<void> {
+  if (s.child.exitCode !== null) return
+  const done = new Promise((r) => s.child.once('exit', r))
+  s.child.kill('SIGTERM')
+  await done
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(path.join(os.tmpdir(), prefix))
+}
+
+export function credentials(dataDir: string): { api_key: string; workspace_id: string } {
+  return JSON.parse(readFileSync(path.join(dataDir, 'credentials.json'), 'utf8'))
+}
+
+export function adminToken(dataDir: string): string {
+  return readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim()
+}
+
+/** Runs `count` async tasks with at most `concurrency` in flight. */
+export async function pool<T>(count: number, concurrency: number, task: (i: number) => Promise<T>): Promise<T[]> {
+  const results: T[] = new Array(count)
+  let next = 0
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, count) }, async () => {
+      while (next < count) {
+        const i = next++
+        results[i] = await task(i)
+      }
+    }),
+  )
+  return results
+}
+
+/** Peak resident set size of this process so far, in MiB (Linux VmHWM). */
+export function peakRssMb(pid: number | 'self' = 'self'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const m = /VmHWM:\s+(\d+) kB/.exec(status)
+  return m ? Math.round(Number(m[1]) / 1024) : 0
+}
+
+/** The last line of a child's stdout as JSON: how bench parts report. */
+export async function runPart(script: string, args: string[] = []): Promise<unknown> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
+  let out = ''
+  child.stdout!.on('data', (d) => (out += d))
+  const code = await new Promise((r) => child.once('exit', r))
+  if (code !== 0) throw new Error(`${script} failed (${code}): ${out.slice(-2000)}`)
+  const lines = out.trim().split('\n')
+  return JSON.parse(lines[lines.length - 1])
+}

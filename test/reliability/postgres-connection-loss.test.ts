@@ -1,0 +1,175 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { countEvents } from '../../shared/clickhouse/event-repository.js'
+import { withDefaultUser } from '../../shared/db/pool.js'
+import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+
+// A track worker applies a load of `inc` attributes and events while every backend of the test
+// database is terminated again and again (the worker's and the API's alike). Every request must
+// end `done`, with each inc and each event applied exactly once.
+
+let env: TestEnv
+let killer: pg.Client | undefined
+let stopKilling: (() => Promise<void>) | undefined
+beforeAll(async () => {
+  env = await startTestEnv({ workers: ['track'] })
+})
+afterAll(async () => {
+  await stopKilling?.()
+  await killer?.end().catch(() => {})
+  await env?.close()
+})
+
+const USERS = 16
+const REQUESTS = 120
+const LANES = 4
+
+/** One request: `inc` for 4 users and 8 events among them. */
+function makeRequest(n: number) {
+  const users = Array.from({ length: 4 }, (_, i) => `pgloss-${(n * 4 + i) % USERS}`)
+  const time = new Date(Date.now() - n * 1000).toISOString()
+  return {
+    users,
+    body: {
+      attributes: users.map((u) => ({ external_id: u, counter: { inc: 1 } })),
+      events: Array.from({ length: 8 }, (_, i) => ({ external_id: users[i % 4], name: 'tick', time, properties: { n, i } })),
+    },
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string) {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+interface Kills {
+  rounds: number
+  backends: number
+  /** Backends killed while a transaction was open or a query was running (work in flight). */
+  midWork: number
+  /** Of those, the ones in the middle of the exactly-once ledger's transaction (a job's apply). */
+  midJob: number
+}
+
+/** Terminates every other backend of the database every `everyMs` until stopped. */
+function startKilling(client: pg.Client, dbName: string, everyMs: number) {
+  const kills: Kills = { rounds: 0, backends: 0, midWork: 0, midJob: 0 }
+  let stopped = false
+  const loop = (async () => {
+    while (!stopped) {
+      // (The killer's own connection is never terminated: pid <> pg_backend_pid().)
+      const r = await client.query<{ state: string | null; xact: boolean; explicit: boolean; killed: boolean }>(
+        `SELECT state, xact_start IS NOT NULL AS xact, coalesce(xact_start < query_start, false) AS explicit, pg_terminate_backend(pid) AS killed
+           FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
+        [dbName],
+      )
+      kills.rounds++
+      for (const row of r.rows) {
+        if (!row.killed) continue
+        kills.backends++
+        if (row.xact || row.state === 'active') kills.midWork++
+        // Inside a transaction begun before its current statement: the worker's exactly-once
+        // transaction (the API's track path runs single statements only).
+        if (row.explicit) kills.midJob++
+      }
+      await sleep(everyMs * (0.5 + Math.random()))
+    }
+  })()
+  return {
+    kills,
+    async stop() {
+      stopped = true
+      await loop
+    },
+  }
+}
+
+describe('Postgres connections terminated under a track load', () => {
+  it('retries the interrupted jobs: every request done, nothing lost, nothing doubled', async () => {
+    const ws = await env.workspace()
+    killer = new pg.Client({ connectionString: withDefaultUser(env.config.DATABASE_URL) })
+    await killer.connect()
+
+    const expectedInc = new Map<string, number>()
+    const expectedEvents = new Map<string, number>()
+    const requestIds: string[] = []
+    const refused = new Map<number, number>()
+    const started = Date.now()
+    const killing = startKilling(killer, env.dbName, 400)
+    stopKilling = killing.stop
+
+    // Lanes of sequential senders; a request the API refused (its Postgres reads were cut) is
+    // sent again, and only accepted ones (201) count as sent.
+    let next = 0
+    const lane = async () => {
+      for (let n = next++; n < REQUESTS; n = next++) {
+        const { body, users } = makeRequest(n)
+        for (let attempt = 0; ; attempt++) {
+          const r = await env.call('POST', '/users/track', { key: ws.key, body })
+          if (r.status === 201) {
+            requestIds.push(r.headers.get('x-request-id')!)
+            for (const u of users) expectedInc.set(u, (expectedInc.get(u) ?? 0) + 1)
+            for (const e of body.events) expectedEvents.set(e.external_id, (expectedEvents.get(e.external_id) ?? 0) + 1)
+            break
+          }
+          refused.set(r.status, (refused.get(r.status) ?? 0) + 1)
+          // Refused before anything was queued: JSON with a message, and only a server-side status.
+          expect(r.status, r.text).toBe(503)
+          expect(r.body?.message, r.text).toEqual(expect.any(String))
+          if (attempt > 50) throw new Error(`request ${n} refused ${attempt} times: ${r.status} ${r.text}`)
+          await sleep(20)
+        }
+        await sleep(15)
+      }
+    }
+    await Promise.all(Array.from({ length: LANES }, lane))
+
+    // Keep cutting connections while the worker catches up, until at least half is applied (and
+    // for at least 15 rounds).
+    const doneCount = async () => {
+      let done = 0
+      for (const id of requestIds) if ((await env.ctx.tracker.get(id, ws.id))?.status === 'done') done++
+      return done
+    }
+    await waitUntil(
+      async () => killing.kills.rounds >= 15 && (await doneCount()) >= REQUESTS / 2,
+      60_000,
+      'half of the requests to be applied under the kills',
+    )
+    await killing.stop()
+    const { kills } = killing
+
+    for (const id of requestIds) expect((await env.waitForRequest(ws.key, id, 60_000)).status).toBe('done')
+
+    // The kills did strike work in flight, in the worker's job transactions among it.
+    expect(kills.rounds).toBeGreaterThanOrEqual(15)
+    expect(kills.midWork).toBeGreaterThan(0)
+    expect(kills.midJob).toBeGreaterThan(0)
+
+    const rows = await env.ctx.pg.query(
+      `SELECT p.external_id, (p.custom_attributes->>'counter')::int AS counter, s.count AS events
+         FROM profiles p LEFT JOIN profile_event_summaries s ON s.profile_id = p.id AND s.name = 'tick'
+        WHERE p.workspace_id = $1`,
+      [ws.id],
+    )
+    expect(requestIds).toHaveLength(REQUESTS)
+    expect(rows.rows).toHaveLength(USERS)
+    for (const r of rows.rows) {
+      expect(r.counter, r.external_id).toBe(expectedInc.get(r.external_id))
+      expect(r.events, r.external_id).toBe(expectedEvents.get(r.external_id))
+    }
+    expect(await countEvents(env.clickhouse, ws.id)).toEqual([{ kind: 'event', n: REQUESTS * 8 }])
+    const ledger = await env.ctx.pg.query(`SELECT count(*)::int AS n, count(*) FILTER (WHERE completed)::int AS completed FROM applied_jobs WHERE workspace_id = $1`, [ws.id])
+    expect(ledger.rows[0].n).toBe(ledger.rows[0].completed)
+
+    console.log(
+      `postgres-connection-loss: ${REQUESTS} requests in ${Date.now() - started} ms; ${kills.rounds} kill rounds, ` +
+        `${kills.backends} backends terminated (${kills.midWork} mid-work, ${kills.midJob} mid-job); refused by the API: ${JSON.stringify(Object.fromEntries(refused))}`,
+    )
+  }, 150_000)
+})
