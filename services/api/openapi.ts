@@ -1,11 +1,18 @@
 import { z } from 'zod'
 import type { Permission } from '../../shared/domain/permissions.js'
+import { openapi as adminEmailListOperations } from './routes/admin-email-lists.js'
 import { openapi as adminOperations } from './routes/admin.js'
 import { openapi as docsOperations } from './routes/docs.js'
+import { openapi as emailOperations } from './routes/email.js'
+import { openapi as exportDownloadOperations } from './routes/export-download.js'
 import { openapi as healthOperations } from './routes/health.js'
 import { openapi as metricsOperations } from './routes/metrics.js'
 import { openapi as requestOperations } from './routes/requests.js'
+import { openapi as scimUserOperations } from './routes/scim-users.js'
+import { openapi as subscriptionOperations } from './routes/subscriptions.js'
 import { openapi as usersExportIdsOperations } from './routes/users-export-ids.js'
+import { openapi as usersExportOperations } from './routes/users-export.js'
+import { openapi as usersIdentityOperations } from './routes/users-identity.js'
 import { openapi as usersTrackOperations } from './routes/users-track.js'
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete'
@@ -33,189 +40,6 @@ export interface ApiOperation {
   responses: Record<number, string>
 }
 
-/**
- * Operations of route families whose files do not export an `openapi` list yet. Their owners
- * move each entry into their own file (with `body`/`query` naming the exported schemas) and
- * drop it from here.
- */
-const pendingFamilyOperations: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/admin/v1/workspaces/:ws/email_spam_list',
-    summary: 'Add addresses to the workspace email spam list',
-    auth: 'admin',
-    responses: { 200: '`{added, emails}`', 404: 'unknown workspace' },
-  },
-  {
-    method: 'get',
-    path: '/admin/v1/workspaces/:ws/email_spam_list',
-    summary: 'List the workspace email spam list, page by page',
-    auth: 'admin',
-    responses: { 200: '`{emails, next_after?}`', 404: 'unknown workspace' },
-  },
-  {
-    method: 'post',
-    path: '/admin/v1/workspaces/:ws/email_bounce_list',
-    summary: 'Add addresses to the workspace email bounce list',
-    auth: 'admin',
-    responses: { 200: '`{added, emails}`', 404: 'unknown workspace' },
-  },
-  {
-    method: 'get',
-    path: '/admin/v1/workspaces/:ws/email_bounce_list',
-    summary: 'List the workspace email bounce list, page by page',
-    auth: 'admin',
-    responses: { 200: '`{emails, next_after?}`', 404: 'unknown workspace' },
-  },
-  {
-    method: 'post',
-    path: '/users/merge',
-    summary: 'Merge one user into another',
-    auth: 'api_key',
-    permission: 'users.merge',
-    write: true,
-    responses: { 202: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/users/identify',
-    summary: 'Identify alias-only or email/phone-only users with an external id',
-    auth: 'api_key',
-    permission: 'users.identify',
-    write: true,
-    responses: { 201: '`{message: "success", aliases_processed}`' },
-  },
-  {
-    method: 'post',
-    path: '/users/delete',
-    summary: 'Delete users',
-    auth: 'api_key',
-    permission: 'users.delete',
-    write: true,
-    responses: { 201: '`{message: "success", deleted}`' },
-  },
-  {
-    method: 'post',
-    path: '/users/export/segment',
-    summary: 'Export the users of a segment (files in S3 or a download URL)',
-    auth: 'api_key',
-    permission: 'users.export.segment',
-    write: true,
-    responses: { 201: '`{message: "success", object_prefix, url?, export_id}`' },
-  },
-  {
-    method: 'post',
-    path: '/users/export/global_control_group',
-    summary: 'Export the users of the global control group',
-    auth: 'api_key',
-    permission: 'users.export.global_control_group',
-    write: true,
-    responses: { 201: '`{message: "success", object_prefix, url?, export_id}`' },
-  },
-  {
-    method: 'get',
-    path: '/exports/:id/download',
-    summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
-    auth: 'none',
-    responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired' },
-  },
-  {
-    method: 'post',
-    path: '/subscription/status/set',
-    summary: 'Set the subscription state of users in one subscription group',
-    auth: 'api_key',
-    permission: 'subscription.status.set',
-    write: true,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/v2/subscription/status/set',
-    summary: 'Set subscription states in several subscription groups',
-    auth: 'api_key',
-    permission: 'subscription.status.set',
-    write: true,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'get',
-    path: '/subscription/status/get',
-    summary: 'Read the state of users in a subscription group',
-    auth: 'api_key',
-    permission: 'subscription.status.get',
-    responses: { 200: '`{status: {<key>: "Subscribed" | "Unsubscribed" | "Unknown"}, message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/email/status',
-    summary: 'Set the global email subscription state of an address',
-    auth: 'api_key',
-    permission: 'email.status',
-    write: true,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/email/spam/remove',
-    summary: 'Remove addresses from the spam list',
-    auth: 'api_key',
-    permission: 'email.spam.remove',
-    write: true,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/email/bounce/remove',
-    summary: 'Remove addresses from the bounce list',
-    auth: 'api_key',
-    permission: 'email.bounce.remove',
-    write: true,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/scim/v2/Users',
-    summary: 'Create a dashboard user (SCIM)',
-    auth: 'scim',
-    responses: { 201: 'the SCIM user', 409: 'a user with that userName exists' },
-  },
-  {
-    method: 'get',
-    path: '/scim/v2/Users',
-    summary: 'Search dashboard users by filter (SCIM)',
-    auth: 'scim',
-    responses: { 200: 'a SCIM ListResponse' },
-  },
-  {
-    method: 'get',
-    path: '/scim/v2/Users/:id',
-    summary: 'Read a dashboard user (SCIM)',
-    auth: 'scim',
-    responses: { 200: 'the SCIM user', 404: 'unknown user' },
-  },
-  {
-    method: 'put',
-    path: '/scim/v2/Users/:id',
-    summary: 'Replace a dashboard user (SCIM)',
-    auth: 'scim',
-    responses: { 200: 'the SCIM user', 404: 'unknown user' },
-  },
-  {
-    method: 'delete',
-    path: '/scim/v2/Users/:id',
-    summary: 'Delete a dashboard user (SCIM)',
-    auth: 'scim',
-    responses: { 204: 'deleted', 404: 'unknown user' },
-  },
-  {
-    method: 'patch',
-    path: '/scim/v2/Users/:id',
-    summary: 'PATCH is not supported: use PUT (SCIM)',
-    auth: 'scim',
-    responses: { 501: 'not implemented' },
-  },
-]
-
 /** Every documented operation of the service. */
 export function apiOperations(): ApiOperation[] {
   return [
@@ -226,7 +50,13 @@ export function apiOperations(): ApiOperation[] {
     ...requestOperations,
     ...usersTrackOperations,
     ...usersExportIdsOperations,
-    ...pendingFamilyOperations,
+    ...usersIdentityOperations,
+    ...usersExportOperations,
+    ...exportDownloadOperations,
+    ...subscriptionOperations,
+    ...emailOperations,
+    ...adminEmailListOperations,
+    ...scimUserOperations,
   ]
 }
 

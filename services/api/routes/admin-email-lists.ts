@@ -5,6 +5,7 @@ import { getWorkspace } from '../../../shared/db/repositories/workspace-reposito
 import { notFound } from '../../../shared/errors.js'
 import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
 import { parseOr400 } from '../validation.js'
 import { EmailAddress } from './subscriptions.js'
 
@@ -30,6 +31,25 @@ const lists: { path: string; list: EmailList }[] = [
   { path: 'email_spam_list', list: 'spam' },
   { path: 'email_bounce_list', list: 'bounce' },
 ]
+
+export const openapi: ApiOperation[] = lists.flatMap(({ path, list }) => [
+  {
+    method: 'post' as const,
+    path: `/admin/v1/workspaces/:ws/${path}`,
+    summary: `Add addresses to the workspace email ${list} list`,
+    auth: 'admin' as const,
+    body: AddEmails,
+    responses: { 200: '`{added, emails}`', 404: 'unknown workspace' },
+  },
+  {
+    method: 'get' as const,
+    path: `/admin/v1/workspaces/:ws/${path}`,
+    summary: `List the workspace email ${list} list, page by page`,
+    auth: 'admin' as const,
+    query: Page,
+    responses: { 200: '`{emails, next_after?}`', 404: 'unknown workspace' },
+  },
+])
 
 /**
  * The operator's side of the spam and bounce lists (the public API only removes from them):

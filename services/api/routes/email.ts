@@ -5,6 +5,7 @@ import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain
 import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
 import { parseOr400 } from '../validation.js'
 import { EmailAddress, submitTrackChanges, upTo50 } from './subscriptions.js'
 
@@ -13,6 +14,29 @@ const EmailStatusBody = z
   .strict()
 
 const RemoveBody = z.object({ email: upTo50(EmailAddress, 'email addresses') }).strict()
+
+export const openapi: ApiOperation[] = [
+  {
+    method: 'post',
+    path: '/email/status',
+    summary: 'Set the global email subscription state of an address, tied to a user or not',
+    auth: 'api_key',
+    permission: 'email.status',
+    write: true,
+    body: EmailStatusBody,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  ...(['spam', 'bounce'] as const).map((list) => ({
+    method: 'post' as const,
+    path: `/email/${list}/remove`,
+    summary: `Remove addresses from the ${list} list`,
+    auth: 'api_key' as const,
+    permission: `email.${list}.remove` as const,
+    write: true,
+    body: RemoveBody,
+    responses: { 201: '`{message: "success"}`' },
+  })),
+]
 
 const removeFromProvider: Record<EmailList, (p: EmailProviderLists, emails: string[]) => Promise<void>> = {
   spam: (p, emails) => p.removeFromSpamList(emails),

@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises'
 import { createGunzip } from 'node:zlib'
 import { ZipArchive } from 'archiver'
 import { Router, type Response } from 'express'
+import { z } from 'zod'
 import { getExportDownload, type ExportFile } from '../../../shared/db/repositories/export-repository.js'
 import { ApiError, notFound } from '../../../shared/errors.js'
 import { downloadKey, signatureValid } from '../../../shared/storage/download-link.js'
@@ -12,12 +13,15 @@ import { jsonEntryName, localExportDir } from '../../../shared/storage/export-la
 import type { ApiDeps } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
 
+const DownloadQuery = z.object({ signature: z.string().describe('the signature the export handed out with the link') })
+
 export const openapi: ApiOperation[] = [
   {
     method: 'get',
     path: '/exports/:id/download',
     summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
     auth: 'none',
+    query: DownloadQuery,
     responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired' },
   },
 ]
@@ -34,7 +38,8 @@ export function exportDownloadRoutes(deps: ApiDeps): Router {
 
   r.get('/exports/:id/download', async (req, res) => {
     const id = req.params.id
-    const signature = typeof req.query.signature === 'string' ? req.query.signature : ''
+    // A missing signature is a 403 like a wrong one: the link, not the caller, is at fault.
+    const signature = DownloadQuery.safeParse(req.query).data?.signature ?? ''
     if (!signatureValid(linkKey, id, signature)) throw new ApiError(403, 'forbidden', 'this download link is not valid (bad or missing signature)')
     const found = await getExportDownload(deps.pg, id)
     if (!found) throw notFound(`unknown export ${id}`)

@@ -35,6 +35,7 @@ import { hashSecret, hashesEqual } from '../../../shared/secrets.js'
 import type { ApiDeps } from '../deps.js'
 import { bearerToken } from '../middleware/auth.js'
 import type { RateLimits } from '../middleware/rate-limit.js'
+import type { ApiOperation } from '../openapi.js'
 
 const DEFAULT_PAGE_SIZE = 100
 const MAX_PAGE_SIZE = 1000
@@ -99,6 +100,22 @@ const Paging = z.object({
   startIndex: z.coerce.number().int().default(1).transform((n) => Math.max(1, n)),
   count: z.coerce.number().int().default(DEFAULT_PAGE_SIZE).transform((n) => Math.min(MAX_PAGE_SIZE, Math.max(0, n))),
 })
+
+/** The query of a search, for the API document; the handler parses `filter` with the SCIM filter parser. */
+const ListQuery = Paging.extend({ filter: z.string().optional().describe('only `userName eq "<email>"`') })
+
+const scim = (op: Omit<ApiOperation, 'auth'>): ApiOperation => ({ ...op, auth: 'scim' })
+const scimUser = 'the SCIM user'
+const unknownUser = 'unknown user'
+
+export const openapi: ApiOperation[] = [
+  scim({ method: 'post', path: '/scim/v2/Users', summary: 'Create a dashboard user (SCIM)', body: CreateUserBody, responses: { 201: scimUser, 409: 'a user with that userName exists' } }),
+  scim({ method: 'get', path: '/scim/v2/Users', summary: 'Search dashboard users by filter (SCIM)', query: ListQuery, responses: { 200: 'a SCIM ListResponse' } }),
+  scim({ method: 'get', path: '/scim/v2/Users/:id', summary: 'Read a dashboard user (SCIM)', responses: { 200: scimUser, 404: unknownUser } }),
+  scim({ method: 'put', path: '/scim/v2/Users/:id', summary: 'Replace a dashboard user (SCIM)', body: ReplaceUserBody, responses: { 200: scimUser, 404: unknownUser } }),
+  scim({ method: 'delete', path: '/scim/v2/Users/:id', summary: 'Delete a dashboard user (SCIM)', responses: { 204: 'deleted', 404: unknownUser } }),
+  scim({ method: 'patch', path: '/scim/v2/Users/:id', summary: 'PATCH is not supported: use PUT (SCIM)', responses: { 501: 'not implemented' } }),
+]
 
 /** Parses with the schema; a failure is a 400 `invalidValue` naming every bad field. */
 function parseScim<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {

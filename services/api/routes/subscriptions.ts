@@ -13,6 +13,7 @@ import { badRequest } from '../../../shared/errors.js'
 import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
 import type { EmailStateChange, SubscriptionChange, TrackJob } from '../../../workers/track/schema.js'
 import type { ApiDeps, Guard } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
 import { parseOr400 } from '../validation.js'
 
 /** interface.md section 7, word for word. */
@@ -187,8 +188,9 @@ async function acceptGroupUpdates(deps: ApiDeps, res: Response, updates: GroupUp
 const StatusQuery = z.object({
   subscription_group_id: GroupId,
   external_id: upTo50(ExternalId, 'external ids').optional(),
-  email: z.unknown().optional(),
-  phone: z.unknown().optional(),
+  // Checked only when used (external_id wins), so their shape is checked by readKeysOf.
+  email: z.unknown().optional().describe('one address or an array of up to 50 (ignored when external_id is sent)'),
+  phone: z.unknown().optional().describe('one E.164 number or an array of up to 50 (ignored when external_id is sent)'),
 })
 
 const StateLabel: Record<GroupState, 'Subscribed' | 'Unsubscribed'> = { subscribed: 'Subscribed', unsubscribed: 'Unsubscribed' }
@@ -225,6 +227,38 @@ function checkReadFitsChannel(keys: ReadKeys, group: SubscriptionGroup) {
     throw badRequest(`email: subscription group ${group.id} is an ${group.channel} group; send external_id or phone`)
   }
 }
+
+export const openapi: ApiOperation[] = [
+  {
+    method: 'post',
+    path: '/subscription/status/set',
+    summary: 'Set the subscription state of users in one subscription group',
+    auth: 'api_key',
+    permission: 'subscription.status.set',
+    write: true,
+    body: SetStatusV1,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'post',
+    path: '/v2/subscription/status/set',
+    summary: 'Set subscription states in several subscription groups',
+    auth: 'api_key',
+    permission: 'subscription.status.set',
+    write: true,
+    body: SetStatusV2,
+    responses: { 201: '`{message: "success"}`' },
+  },
+  {
+    method: 'get',
+    path: '/subscription/status/get',
+    summary: 'Read the state of users in a subscription group',
+    auth: 'api_key',
+    permission: 'subscription.status.get',
+    query: StatusQuery,
+    responses: { 200: '`{status: {<key>: "Subscribed" | "Unsubscribed" | "Unknown"}, message: "success"}`' },
+  },
+]
 
 /** interface.md 4.7 to 4.9. */
 export function subscriptionRoutes(deps: ApiDeps, guard: Guard): Router {
