@@ -90,6 +90,10 @@ export interface TestEnv {
   workspace(permissions?: readonly Permission[]): Promise<{ id: string; key: string }>
   /** Polls GET /requests/{id} until it is done or failed. */
   waitForRequest(key: string, requestId: string, timeoutMs?: number): Promise<{ status: string; errors?: unknown[] }>
+  /** POSTs a queued write and waits until its request is done; throws unless it was accepted and applied. */
+  writeAndWait(key: string, path: string, body: unknown): Promise<{ response: any; progress: { status: string; errors?: unknown[] } }>
+  /** POST /users/export/ids, which must answer 201. */
+  readUsers(key: string, body: unknown): Promise<{ users: any[]; invalid_user_ids?: unknown[] }>
   startWorkers(roles?: WorkerRole[]): Promise<Worker[]>
   close(): Promise<void>
 }
@@ -180,6 +184,18 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
         if (Date.now() > deadline) throw new Error(`request ${requestId} still ${r.body?.status ?? r.status} after ${timeoutMs} ms`)
         await new Promise((res) => setTimeout(res, 25))
       }
+    },
+    async writeAndWait(key, p, body) {
+      const r = await env.call('POST', p, { key, body })
+      if (r.status >= 300) throw new Error(`POST ${p}: ${r.status} ${r.text}`)
+      const progress = await env.waitForRequest(key, r.headers.get('x-request-id')!)
+      if (progress.status !== 'done') throw new Error(`POST ${p}: request ${progress.status} ${JSON.stringify(progress.errors)}`)
+      return { response: r.body, progress }
+    },
+    async readUsers(key, body) {
+      const r = await env.call('POST', '/users/export/ids', { key, body })
+      if (r.status !== 201) throw new Error(`POST /users/export/ids: ${r.status} ${r.text}`)
+      return r.body
     },
     async startWorkers(roles = ['track', 'identity', 'export', 'callback']) {
       const started = await startWorkers(ctx, roles, metrics)

@@ -35,11 +35,7 @@ const merge = (...merge_updates: unknown[]) => send('/users/merge', { merge_upda
 const identify = (body: unknown) => send('/users/identify', body)
 const remove = (body: unknown) => send('/users/delete', body)
 
-async function read(body: unknown, on = env, key = ws.key): Promise<{ users: any[]; invalid_user_ids?: unknown[] }> {
-  const r = await on.call('POST', '/users/export/ids', { key, body })
-  expect(r.status, r.text).toBe(201)
-  return r.body
-}
+const read = (body: unknown, on = env, key = ws.key) => on.readUsers(key, body)
 const one = async (body: unknown) => {
   const { users } = await read(body)
   expect(users).toHaveLength(1)

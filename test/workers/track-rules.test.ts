@@ -13,19 +13,8 @@ afterAll(async () => {
   await env.close()
 })
 
-async function trackAndWait(body: unknown) {
-  const r = await env.call('POST', '/users/track', { key: ws.key, body })
-  expect(r.status, r.text).toBe(201)
-  const progress = await env.waitForRequest(ws.key, r.headers.get('x-request-id')!)
-  expect(progress.status).toBe('done')
-  return { response: r.body, progress }
-}
-
-async function read(body: unknown) {
-  const r = await env.call('POST', '/users/export/ids', { key: ws.key, body })
-  expect(r.status, r.text).toBe(201)
-  return r.body
-}
+const trackAndWait = (body: unknown) => env.writeAndWait(ws.key, '/users/track', body)
+const read = (body: unknown) => env.readUsers(ws.key, body)
 
 async function profileCount(where: string, values: unknown[]) {
   const r = await env.ctx.pg.query(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND ${where}`, [ws.id, ...values])

@@ -26,9 +26,7 @@ async function waitDone(r: { status: number; text: string; headers: Headers }, k
   expect(progress.status).toBe('done')
 }
 
-async function trackAndWait(body: unknown) {
-  await waitDone(await env.call('POST', '/users/track', { key: ws.key, body }))
-}
+const trackAndWait = (body: unknown) => env.writeAndWait(ws.key, '/users/track', body)
 
 async function emailStatusAndWait(email: string, state: string) {
   const r = await env.call('POST', '/email/status', { key: ws.key, body: { email, subscription_state: state } })

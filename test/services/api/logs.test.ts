@@ -3,7 +3,7 @@ import type { Server } from 'node:http'
 import type { Worker } from 'bullmq'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApp } from '../../../services/api/app.js'
-import { RateLimits, WorkspaceCache } from '../../../services/api/middleware/rate-limit.js'
+import { apiDepsFrom } from '../../../services/api/deps.js'
 import { SESSION_COOKIE } from '../../../services/api/routes/queue-dashboard.js'
 import { createLogger } from '../../../shared/logger.js'
 import { startWorkers } from '../../../workers/registry.js'
@@ -45,20 +45,7 @@ describe('logs', () => {
     env = await startTestEnv()
     // The same service as the harness's, but logging at the production default level into memory.
     const logger = createLogger('info', log)
-    const app = createApp({
-      config: env.config,
-      logger,
-      pg: env.ctx.pg,
-      redis: env.ctx.redis,
-      queues: env.ctx.queues,
-      tracker: env.ctx.tracker,
-      producer: { queues: env.ctx.queues, tracker: env.ctx.tracker },
-      workspaces: new WorkspaceCache(env.ctx.pg),
-      rateLimits: new RateLimits(env.ctx.redis, env.config.QUEUE_PREFIX),
-      metrics: env.metrics,
-      adminToken: env.adminToken,
-      clickhouse: env.clickhouse,
-    })
+    const app = createApp({ ...apiDepsFrom(env.ctx, env.metrics, env.adminToken), logger })
     server = app.listen(0, '127.0.0.1')
     await new Promise<void>((r) => server.once('listening', () => r()))
     baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { createApp } from '../../../services/api/app.js'
-import { RateLimits, WorkspaceCache } from '../../../services/api/middleware/rate-limit.js'
+import { apiDepsFrom } from '../../../services/api/deps.js'
 import { buildOpenApiDocument, openApiPath } from '../../../services/api/openapi.js'
 import { CreateSegment } from '../../../services/api/routes/admin.js'
 import { ExportIdsBody } from '../../../services/api/routes/users-export-ids.js'
@@ -59,20 +59,7 @@ describe('OpenAPI document', () => {
 
   beforeAll(async () => {
     env = await startTestEnv()
-    const app = createApp({
-      config: env.config,
-      logger: env.ctx.logger,
-      pg: env.ctx.pg,
-      redis: env.ctx.redis,
-      queues: env.ctx.queues,
-      tracker: env.ctx.tracker,
-      producer: { queues: env.ctx.queues, tracker: env.ctx.tracker },
-      workspaces: new WorkspaceCache(env.ctx.pg),
-      rateLimits: new RateLimits(env.ctx.redis, env.config.QUEUE_PREFIX),
-      metrics: env.metrics,
-      adminToken: env.adminToken,
-      clickhouse: env.clickhouse,
-    })
+    const app = createApp(apiDepsFrom(env.ctx, env.metrics, env.adminToken))
     routed = routesOf(app.router.stack as Layer[]).map((r) => {
       const [method, p] = r.split(' ')
       return `${method} ${openApiPath(p)}`

@@ -50,9 +50,7 @@ async function setAndWait(body: unknown) {
   await waitDone(await set(body))
 }
 
-async function trackAndWait(body: unknown) {
-  await waitDone(await env.call('POST', '/users/track', { key: ws.key, body }))
-}
+const trackAndWait = (body: unknown) => env.writeAndWait(ws.key, '/users/track', body)
 
 /** GET /subscription/status/get with a raw query string. */
 async function get(query: string, key = ws.key) {

@@ -19,19 +19,8 @@ async function track(body: unknown, key = ws.key) {
   return r
 }
 
-async function trackAndWait(body: unknown) {
-  const r = await track(body)
-  expect(r.status, r.text).toBe(201)
-  const progress = await env.waitForRequest(ws.key, r.headers.get('x-request-id')!)
-  expect(progress.status).toBe('done')
-  return { response: r.body, progress }
-}
-
-async function read(body: unknown) {
-  const r = await env.call('POST', '/users/export/ids', { key: ws.key, body })
-  expect(r.status, r.text).toBe(201)
-  return r.body
-}
+const trackAndWait = (body: unknown) => env.writeAndWait(ws.key, '/users/track', body)
+const read = (body: unknown) => env.readUsers(ws.key, body)
 
 describe('POST /users/track', () => {
   it('creates a profile with standard fields and custom attributes, read back through /users/export/ids', async () => {
