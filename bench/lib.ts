@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { Redis } from 'ioredis'
 import pg from 'pg'
 import { withDefaultUser } from '../shared/db/pool.js'
 
@@ -106,4 +107,16 @@ export async function runPart(script: string, args: string[] = []): Promise<unkn
   if (code !== 0) throw new Error(`${script} failed (${code}): ${out.slice(-2000)}`)
   const lines = out.trim().split('\n')
   return JSON.parse(lines[lines.length - 1])
+}
+
+/** Deletes a run's queues and request entries, so repeated benchmarks do not fill Redis. */
+export async function dropQueueKeys(prefix: string): Promise<void> {
+  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+  try {
+    for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 1000 })) {
+      if ((keys as string[]).length) await redis.unlink(...(keys as string[]))
+    }
+  } finally {
+    redis.disconnect()
+  }
 }

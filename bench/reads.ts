@@ -1,7 +1,7 @@
 // Synchronous reads on the embedded service: /subscription/status/get and /users/export/ids,
 // 10 users per request, 16 in flight, 10 s each. Prints one JSON line.
 import { randomBytes } from 'node:crypto'
-import { adminToken, credentials, freshDatabase, percentile, startService, stopService, tempDir } from './lib.js'
+import { adminToken, credentials, dropQueueKeys, freshDatabase, percentile, startService, stopService, tempDir } from './lib.js'
 
 const USERS = 5000
 const SECONDS = 10
@@ -9,11 +9,12 @@ const CONCURRENCY = 16
 
 async function main() {
   const dataDir = tempDir('uds-bench-reads-')
-  const service = await startService([], {
+  const env = {
     DATABASE_URL: await freshDatabase('uds_bench_reads'),
     DATA_DIR: dataDir,
     QUEUE_PREFIX: `udsbench${randomBytes(3).toString('hex')}`,
-  }, 3904)
+  }
+  const service = await startService([], env, 3904)
   const { api_key: key, workspace_id: ws } = credentials(dataDir)
   const admin = { authorization: `Bearer ${adminToken(dataDir)}`, 'content-type': 'application/json' }
   const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
@@ -51,6 +52,7 @@ async function main() {
     fetch(`${api}/users/export/ids`, { method: 'POST', headers: auth, body: JSON.stringify({ external_ids: sample() }) }),
   )
   await stopService(service)
+  await dropQueueKeys(env.QUEUE_PREFIX)
   console.log(JSON.stringify({ subscriptionGet, exportIds }))
 }
 
