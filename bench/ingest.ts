@@ -136,6 +136,8 @@ function trackQueues(prefix: string, partitions: number) {
 interface FixedRate {
   rps: number
   failures: number
+  /** HTTP status or network error code to count. */
+  failureReasons: Record<string, number>
   p50: number
   p99: number
 }
@@ -150,6 +152,11 @@ const WARM_UP_SECONDS = 5
 async function fixedRateLatency(apis: string[], key: string, rps: number, seconds: number): Promise<FixedRate> {
   const latencies: number[] = []
   let failures = 0
+  const failureReasons: Record<string, number> = {}
+  const failed = (reason: string) => {
+    failures++
+    failureReasons[reason] = (failureReasons[reason] ?? 0) + 1
+  }
   const inflight: Promise<void>[] = []
   const start = performance.now()
   const warmUp = rps * WARM_UP_SECONDS
@@ -167,9 +174,9 @@ async function fixedRateLatency(apis: string[], key: string, rps: number, second
             body: JSON.stringify({ attributes: [{ external_id: `fr${i % 5000}`, visits: { inc: 1 } }] }),
           })
           await r.arrayBuffer()
-          if (r.status !== 201 && i >= warmUp) failures++
-        } catch {
-          if (i >= warmUp) failures++
+          if (r.status !== 201 && i >= warmUp) failed(String(r.status))
+        } catch (e) {
+          if (i >= warmUp) failed(String((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message))
         }
         if (i >= warmUp) latencies.push(performance.now() - t0)
       })(),
@@ -177,7 +184,7 @@ async function fixedRateLatency(apis: string[], key: string, rps: number, second
   }
   await Promise.all(inflight)
   latencies.sort((a, b) => a - b)
-  return { rps, failures, p50: Number(percentile(latencies, 50).toFixed(2)), p99: Number(percentile(latencies, 99).toFixed(2)) }
+  return { rps, failures, failureReasons, p50: Number(percentile(latencies, 50).toFixed(2)), p99: Number(percentile(latencies, 99).toFixed(2)) }
 }
 
 main().catch((e) => {

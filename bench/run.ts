@@ -12,7 +12,7 @@ interface Ingest {
   appliedPerSecond: number
   apiP50Ms: number
   apiP99Ms: number
-  fixedRate?: Record<'apiAlone' | 'withWorkers', { rps: number; failures: number; p50: number; p99: number }>
+  fixedRate?: Record<'apiAlone' | 'withWorkers', { rps: number; failures: number; failureReasons: Record<string, number>; p50: number; p99: number }>
 }
 interface Raw {
   pgUpsertRowsPerSecond: number
@@ -51,7 +51,7 @@ async function main() {
   if (split.fixedRate) {
     const { apiAlone, withWorkers } = split.fixedRate
     rows.push([`split: API alone at ${apiAlone.rps} req/s`, `p50 ${apiAlone.p50} ms, p99 ${apiAlone.p99} ms`, `goal p99 < 20 ms; ${apiAlone.failures} failed`])
-    rows.push([`split: API beside applying worker at ${withWorkers.rps} req/s`, `p50 ${withWorkers.p50} ms, p99 ${withWorkers.p99} ms`, `${withWorkers.failures} failed`])
+    rows.push([`split: API beside applying worker at ${withWorkers.rps} req/s`, `p50 ${withWorkers.p50} ms, p99 ${withWorkers.p99} ms`, `${withWorkers.failures} failed ${JSON.stringify(withWorkers.failureReasons)}`])
   }
   for (const e of exports) rows.push([`export of ${e.users} users`, `${e.usersPerSecond} users/s`, `peak RSS ${e.peakRssMb} MiB`])
   rows.push(['/subscription/status/get (10 keys)', `${reads.subscriptionGet.requestsPerSecond} req/s`, `p99 ${reads.subscriptionGet.p99Ms} ms`])
