@@ -1,10 +1,11 @@
 import type { Worker } from 'bullmq'
 import type { Context } from '../shared/context.js'
 import type { JobName } from '../shared/queue/jobs.js'
-import { queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
+import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
 import type { Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
 import type { WorkerDeps } from './deps.js'
+import { startExpiredFilesSweeper } from './export/expired-files.js'
 import { createExportProcessor } from './export/processor.js'
 import { createIdentityProcessor } from './identity/processor.js'
 import { startQueueWorker, type Processor } from './runner.js'
@@ -63,5 +64,16 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
       )
     }
   }
+  if (roles.includes('export')) stopWithExportWorker(workers, startExpiredFilesSweeper(deps))
   return workers
+}
+
+/** Ties the sweeper's life to the export queue's worker, which the caller closes at shutdown. */
+function stopWithExportWorker(workers: Worker[], stop: () => void): void {
+  const worker = workers.find((w) => w.name === QueueNames.export)!
+  const close = worker.close.bind(worker)
+  worker.close = async (force?: boolean) => {
+    stop()
+    return close(force)
+  }
 }

@@ -21,8 +21,9 @@ export async function ensureDatabase(databaseUrl: string, template?: string): Pr
       try {
         await client.query(`CREATE DATABASE ${ident(name)}${from}`)
       } catch (e) {
-        // Another process created it first.
-        if ((e as { code?: string }).code !== '42P04') throw e
+        // Another process created it first: 42P04, or 23505 when both got past the existence check at once.
+        const code = (e as { code?: string }).code
+        if (code !== '42P04' && code !== '23505') throw e
       }
     }
   } finally {

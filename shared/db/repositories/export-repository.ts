@@ -165,3 +165,23 @@ export async function getExportDownload(
   )
   return r.rows[0]
 }
+
+/**
+ * Finished exports kept in the service's own store (they have a download URL) whose link expired
+ * before `expiredBefore` and whose files are still on disk.
+ */
+export async function listExpiredLocalExports(db: Queryable, expiredBefore: Date, limit: number): Promise<{ id: string; object_prefix: string }[]> {
+  const r = await query<{ id: string; object_prefix: string }>(
+    db,
+    'listExpiredLocalExports',
+    `SELECT id, object_prefix FROM exports
+      WHERE url IS NOT NULL AND files_purged_at IS NULL AND status IN ('done', 'failed') AND finished_at < $1
+      ORDER BY finished_at LIMIT $2`,
+    [expiredBefore, limit],
+  )
+  return r.rows
+}
+
+export async function markExportFilesPurged(db: Queryable, id: string): Promise<void> {
+  await query(db, 'markExportFilesPurged', `UPDATE exports SET files_purged_at = now() WHERE id = $1`, [id])
+}

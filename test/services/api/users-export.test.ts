@@ -1,7 +1,10 @@
+import { existsSync, readdirSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import yauzl from 'yauzl'
 import { ExportableFields } from '../../../shared/domain/user-record.js'
 import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.js'
+import { localExportDir } from '../../../shared/storage/export-layout.js'
+import { purgeExpiredExportFiles } from '../../../workers/export/expired-files.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
 
 const TTL_SECONDS = 60
@@ -194,6 +197,12 @@ describe('end to end: tracked users exported, compared with /users/export/ids', 
     }
     expect(exported.get('e2e-0')).toMatchObject({ custom_events: [{ name: 'opened', count: 1 }], purchases: [{ name: 'sku', count: 1 }], custom_attributes: { tier: 0, tags: ['a', 't0'] } })
 
+    // The files stay while the link is valid.
+    const dir = localExportDir(env.config.DATA_DIR, r.body.object_prefix)
+    expect(readdirSync(dir)).toHaveLength(3)
+    await purgeExpiredExportFiles({ pg: env.ctx.pg, config: env.config })
+    expect(readdirSync(dir)).toHaveLength(3)
+
     // The link is valid for the TTL after the export finished, then refused with 410.
     const deadline = Date.now() + (TTL_SECONDS + 30) * 1000
     let status = 200
@@ -204,5 +213,12 @@ describe('end to end: tracked users exported, compared with /users/export/ids', 
       status = again.status
     }
     expect(status).toBe(410)
+
+    // Then its files are deleted by the sweep; the link keeps answering 410.
+    expect(await purgeExpiredExportFiles({ pg: env.ctx.pg, config: env.config })).toBeGreaterThanOrEqual(1)
+    expect(existsSync(dir)).toBe(false)
+    const gone = await fetch(r.body.url)
+    await gone.arrayBuffer()
+    expect(gone.status).toBe(410)
   }, 300_000)
 })
