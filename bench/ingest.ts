@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
+import { loadConfig } from '../shared/config.js'
 import { queueNamesFor } from '../shared/queue/queues.js'
 import { adminToken, credentials, dropQueueKeys, freshDatabase, percentile, pool, startService, stopService, tempDir, type ServiceProcess } from './lib.js'
 
@@ -87,7 +88,8 @@ async function main() {
   // workers run on other hosts), then with the worker applying on the same two cores.
   let fixedRate: { apiAlone: FixedRate; withWorkers: FixedRate } | undefined
   if (mode === 'split') {
-    const track = trackQueues(env.QUEUE_PREFIX, Number(env.TRACK_PARTITIONS ?? 4))
+    // The services' own reading of the same variables, so the partitions match theirs.
+    const track = trackQueues(env.QUEUE_PREFIX, loadConfig(env).TRACK_PARTITIONS)
     await Promise.all(track.queues.map((q) => q.pause()))
     const apiAlone = await fixedRateLatency(apis, key, 1000, 10)
     await Promise.all(track.queues.map((q) => q.resume()))
