@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { createChdbConnection } from 'chdb/connection'
@@ -25,23 +25,32 @@ function pidAlive(pid: number): boolean {
 
 /**
  * chDB binds one data directory to one process. A lock file holding our pid keeps a second
- * process from opening the same directory (which would corrupt it); a stale lock of a dead pid is taken over.
+ * process from opening the same directory (which would corrupt it). The file is created
+ * atomically (`wx`), so two processes starting at once cannot both win; a stale lock of a dead
+ * pid is taken over.
  */
 function lockDataDir(dir: string): () => void {
   mkdirSync(dir, { recursive: true })
   const lockFile = path.join(dir, 'owner.pid')
-  try {
-    const pid = Number(readFileSync(lockFile, 'utf8'))
-    if (pid && pid !== process.pid && pidAlive(pid)) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(lockFile, String(process.pid), { flag: 'wx' })
+      break
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e
+    }
+    const pid = Number(readFileSync(lockFile, 'utf8').trim())
+    if (pid === process.pid) break
+    // An empty file is a lock being written right now, unless it is old (a crash mid-write).
+    const beingWritten = !pid && Date.now() - statSync(lockFile).mtimeMs < 5_000
+    if ((pid && pidAlive(pid)) || beingWritten || attempt >= 2) {
       throw new EmbeddedEngineBusyError(
         `the embedded ClickHouse data directory ${dir} is in use by process ${pid}; ` +
           'only one worker process may hold the embedded engine. Set CLICKHOUSE_URL to a ClickHouse server to run more worker processes.',
       )
     }
-  } catch (e) {
-    if (e instanceof EmbeddedEngineBusyError) throw e
+    rmSync(lockFile, { force: true })
   }
-  writeFileSync(lockFile, String(process.pid))
   return () => {
     try {
       if (Number(readFileSync(lockFile, 'utf8')) === process.pid) rmSync(lockFile)

@@ -1,7 +1,11 @@
 import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../shared/config.js'
+import { dropTestDatabase } from '../helpers/harness.js'
 
 const ROOT = path.resolve(import.meta.dirname, '../..')
 
@@ -100,6 +104,29 @@ describe('service entry point', () => {
     expect(r.code).toBe(2)
     expect(r.stderr).toMatch(/^\s*PORT: /m)
   })
+
+  it('stops a second process that would open the embedded ClickHouse data directory another one holds', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-lock-'))
+    const lockFile = path.join(dataDir, 'clickhouse', 'owner.pid')
+    mkdirSync(path.dirname(lockFile), { recursive: true })
+    // This test process stands for the first worker: a live pid in the lock.
+    writeFileSync(lockFile, String(process.pid))
+    const dbName = `uds_test_lock_${randomBytes(4).toString('hex')}`
+    try {
+      const r = await runMain(['worker', 'track'], {
+        DATA_DIR: dataDir,
+        DATABASE_URL: `postgres://127.0.0.1:5432/${dbName}`,
+        QUEUE_PREFIX: `udstest_${randomBytes(4).toString('hex')}`,
+      })
+      expect(r.code).toBe(2)
+      expect(r.stderr).toContain(`is in use by process ${process.pid}`)
+      expect(r.stderr).toContain('Set CLICKHOUSE_URL')
+      expect(readFileSync(lockFile, 'utf8')).toBe(String(process.pid))
+    } finally {
+      await dropTestDatabase(dbName)
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 60_000)
 
   it('exits with code 2 for an unknown mode or worker queue', async () => {
     const [mode, queue] = await Promise.all([runMain(['bogus-mode'], {}), runMain(['worker', 'nosuchqueue'], {})])
