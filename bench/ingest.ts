@@ -1,10 +1,10 @@
 // Ingestion through the running service: embedded (one process) or split (2 API processes + 1 worker process).
 // Usage: tsx bench/ingest.ts embedded|split [users]. Prints one JSON line.
 import { randomBytes } from 'node:crypto'
-import { Queue } from 'bullmq'
+import type { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
 import { loadConfig } from '../shared/config.js'
-import { queueNamesFor } from '../shared/queue/queues.js'
+import { QueueRegistry, queueNamesFor } from '../shared/queue/queues.js'
 import { adminToken, credentials, dropQueueKeys, freshDatabase, percentile, pool, startService, stopService, tempDir, type ServiceProcess } from './lib.js'
 
 const mode = process.argv[2] === 'split' ? 'split' : 'embedded'
@@ -88,14 +88,18 @@ async function main() {
   // workers run on other hosts), then with the worker applying on the same two cores.
   let fixedRate: { apiAlone: FixedRate; withWorkers: FixedRate } | undefined
   if (mode === 'split') {
-    // The services' own reading of the same variables, so the partitions match theirs.
-    const track = trackQueues(env.QUEUE_PREFIX, loadConfig(env).TRACK_PARTITIONS)
-    await Promise.all(track.queues.map((q) => q.pause()))
+    // The services' own reading of the same variables, so the queues match theirs.
+    const config = loadConfig(env)
+    const connection = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
+    const registry = new QueueRegistry(connection, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
+    const track = queueNamesFor('track', config.TRACK_PARTITIONS).map((name) => registry.get(name))
+    await Promise.all(track.map((q) => q.pause()))
     const apiAlone = await fixedRateLatency(apis, key, 1000, 10)
-    await Promise.all(track.queues.map((q) => q.resume()))
-    await track.drained()
+    await Promise.all(track.map((q) => q.resume()))
+    await drained(track)
     const withWorkers = await fixedRateLatency(apis, key, 1000, 10)
-    await track.close()
+    await registry.close()
+    connection.disconnect()
     fixedRate = { apiAlone, withWorkers }
   }
 
@@ -116,22 +120,11 @@ async function main() {
   )
 }
 
-function trackQueues(prefix: string, partitions: number) {
-  const connection = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null })
-  const queues = queueNamesFor('track', partitions).map((name) => new Queue(name, { connection, prefix }))
-  return {
-    queues,
-    async drained() {
-      for (;;) {
-        const counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active')))
-        if (counts.every((c) => c.waiting + c.active === 0)) return
-        await new Promise((r) => setTimeout(r, 200))
-      }
-    },
-    async close() {
-      await Promise.all(queues.map((q) => q.close()))
-      connection.disconnect()
-    },
+async function drained(queues: Queue[]): Promise<void> {
+  for (;;) {
+    const counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active')))
+    if (counts.every((c) => c.waiting + c.active === 0)) return
+    await new Promise((r) => setTimeout(r, 200))
   }
 }
 

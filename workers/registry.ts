@@ -64,16 +64,10 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
       )
     }
   }
-  if (roles.includes('export')) stopWithExportWorker(workers, startExpiredFilesSweeper(deps))
-  return workers
-}
-
-/** Ties the sweeper's life to the export queue's worker, which the caller closes at shutdown. */
-function stopWithExportWorker(workers: Worker[], stop: () => void): void {
-  const worker = workers.find((w) => w.name === QueueNames.export)!
-  const close = worker.close.bind(worker)
-  worker.close = async (force?: boolean) => {
-    stop()
-    return close(force)
+  if (roles.includes('export')) {
+    // The sweeper lives as long as the export queue's worker, which the caller closes at shutdown.
+    const stopSweeper = startExpiredFilesSweeper(deps)
+    workers.find((w) => w.name === QueueNames.export)!.once('closing', stopSweeper)
   }
+  return workers
 }

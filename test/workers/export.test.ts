@@ -7,13 +7,13 @@ import { gunzipSync } from 'node:zlib'
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
 import S3rver from 's3rver'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import yauzl from 'yauzl'
 import { insertEvents } from '../../shared/clickhouse/event-repository.js'
 import { writeSnapshots } from '../../shared/clickhouse/snapshot-repository.js'
 import { projectRecord, type UserRecord } from '../../shared/domain/user-record.js'
 import { s3Uploader, StorageRefusedError } from '../../shared/storage/s3-uploader.js'
 import { writeExportFile } from '../../workers/export/file-writer.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { unzip } from '../helpers/zip.js'
 
 const BUCKET = 'uds-exports.test'
 const S3_KEY = 'S3RVER'
@@ -97,18 +97,6 @@ async function objectKeys(prefix: string): Promise<string[]> {
 async function objectBytes(key: string): Promise<Buffer> {
   const got = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))
   return Buffer.from(await got.Body!.transformToByteArray())
-}
-
-/** Every entry of a ZIP as text, by name. */
-async function unzip(buffer: Buffer): Promise<Map<string, string>> {
-  const zip = await yauzl.fromBufferPromise(buffer, { lazyEntries: true })
-  const out = new Map<string, string>()
-  for await (const entry of zip.eachEntry()) {
-    const chunks: Buffer[] = []
-    for await (const c of await zip.openReadStreamPromise(entry)) chunks.push(c as Buffer)
-    out.set(entry.fileName, Buffer.concat(chunks).toString('utf8'))
-  }
-  return out
 }
 
 const lines = (text: string) => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)

@@ -4,6 +4,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SESSION_COOKIE } from '../../../services/api/routes/queue-dashboard.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { until } from '../../helpers/wait.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const CHROMIUM_ARGS = [
@@ -16,16 +17,6 @@ const CHROMIUM_ARGS = [
   '--disable-component-update',
   '--disable-sync',
 ]
-
-async function until<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await read()
-    if (done(value)) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 /**
  * Puts `count` jobs of `queue` in the failed set through a worker that fails everything, then

@@ -8,6 +8,7 @@ import { SESSION_COOKIE } from '../../../services/api/routes/queue-dashboard.js'
 import { createLogger } from '../../../shared/logger.js'
 import { startWorkers } from '../../../workers/registry.js'
 import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
+import { until } from '../../helpers/wait.js'
 
 type LogLine = Record<string, any> & { msg: string }
 
@@ -18,16 +19,6 @@ function memoryLog() {
     raw,
     write: (line: string) => void raw.push(line),
     lines: (): LogLine[] => raw.map((l) => JSON.parse(l)),
-  }
-}
-
-async function until<T>(what: string, read: () => T, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = read()
-    if (done(value)) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
   }
 }
 

@@ -7,6 +7,7 @@ import { rm } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMetrics } from '../../../shared/metrics.js'
 import { request, startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { until } from '../../helpers/wait.js'
 import { exited, spawnWorkerProcess } from '../../helpers/worker-process.js'
 
 type Labels = Record<string, string>
@@ -27,16 +28,6 @@ function valueOf(text: string, name: string, labels: Labels = {}): number {
     if (Object.entries(labels).every(([k, v]) => found[k] === v)) sum += Number(m[3])
   }
   return sum
-}
-
-async function until<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await read()
-    if (done(value)) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 async function freePort(): Promise<number> {

@@ -1,11 +1,11 @@
 import { existsSync, readdirSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import yauzl from 'yauzl'
 import { ExportableFields } from '../../../shared/domain/user-record.js'
 import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.js'
 import { localExportDir } from '../../../shared/storage/export-layout.js'
 import { purgeExpiredExportFiles } from '../../../workers/export/expired-files.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { unzip } from '../../helpers/zip.js'
 
 const TTL_SECONDS = 60
 let env: TestEnv
@@ -25,17 +25,6 @@ async function segment(workspaceId: string, name = `s-${Math.random()}`): Promis
 }
 
 const exportSegment = (key: string, body: unknown, headers?: Record<string, string>) => env.call('POST', '/users/export/segment', { key, body, headers })
-
-async function unzip(buffer: Buffer): Promise<Map<string, string>> {
-  const zip = await yauzl.fromBufferPromise(buffer, { lazyEntries: true })
-  const out = new Map<string, string>()
-  for await (const entry of zip.eachEntry()) {
-    const chunks: Buffer[] = []
-    for await (const c of await zip.openReadStreamPromise(entry)) chunks.push(c as Buffer)
-    out.set(entry.fileName, Buffer.concat(chunks).toString('utf8'))
-  }
-  return out
-}
 
 describe('export request validation', () => {
   it('names the problem in a 400', async () => {
