@@ -4,6 +4,7 @@ export DATA_DIR
 
 .PHONY: run test bench deps services typecheck
 
+# The API and the workers as two processes, the workers at a lower CPU priority (bin/run-local.ts).
 run: deps services
 	npm run --silent start
 

@@ -1,185 +1,191 @@
-// Ingestion through the running service: embedded (one process) or split (2 API processes + 1 worker process).
-// Usage: tsx bench/ingest.ts embedded|split [users]. Prints one JSON line.
+// Ingestion through the running service on the preloaded database (bench/preload.ts), in the
+// embedded or the split layout (bench/layout.ts). Usage: tsx bench/ingest.ts embedded|split [users].
+// Prints one JSON line: the full-size load, and in the split layout the figures of issue 12
+// measured with small requests (fixed rate, after the full load).
 import { randomBytes } from 'node:crypto'
-import type { Queue } from 'bullmq'
-import { Redis } from 'ioredis'
-import { loadConfig } from '../shared/config.js'
-import { QueueRegistry, queueNamesFor } from '../shared/queue/queues.js'
-import { adminToken, credentials, dropQueueKeys, freshDatabase, percentile, pool, startService, stopService, tempDir, type ServiceProcess } from './lib.js'
+import { dropQueueKeys, percentile, sleep } from './lib.js'
+import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
+import { startLayout, WORKER_NICE, type Layout } from './layout.js'
+import { allFinished, closedLoop, openLoop, post, progress, round, summarize, timeToDone, type Target } from './load.js'
+import { readPreloaded, serviceEnv } from './preload.js'
 
 const mode = process.argv[2] === 'split' ? 'split' : 'embedded'
 const USERS = Number(process.argv[3] ?? 100_000)
-const PER_KIND = 75
-const REQUESTS = Math.ceil(USERS / PER_KIND)
+const REQUESTS = requestsFor(USERS)
 const CONCURRENCY = 32
+const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
+const WARM_UP_SECONDS = num('BENCH_WARMUP_SECONDS', 3)
+const SMALL = { rps: num('BENCH_SMALL_RPS', 1000), seconds: num('BENCH_SMALL_SECONDS', 10) }
+const DRAIN = { rps: num('BENCH_DRAIN_RPS', 500), seconds: num('BENCH_DRAIN_SECONDS', 10), requests: num('BENCH_DRAIN_REQUESTS', 2 * REQUESTS) }
+const REST = { rps: num('BENCH_REST_RPS', 10), seconds: num('BENCH_REST_SECONDS', 20), pollMs: 5 }
+/** How long to wait for applied work before reporting what is still pending. */
+const APPLY_DEADLINE_MS = num('BENCH_APPLY_DEADLINE_SECONDS', 600) * 1000
+const SMALL_DONE_DEADLINE_MS = 120_000
 
-function trackBody(i: number) {
-  const users = Array.from({ length: PER_KIND }, (_, j) => `u${(i * PER_KIND + j) % USERS}`)
-  const time = new Date(Date.now() - (i % 1000) * 1000).toISOString()
+/** Full-size load, 32 in flight: accepted (last 2xx) and applied (every request `done`) from the first send. */
+async function fullLoad(t: Target, bodies: string[]) {
+  const sent = await closedLoop({ count: bodies.length, concurrency: CONCURRENCY, send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i]) })
+  const c = await allFinished(t, sent.ids, { pollMs: 20, deadline: sent.startedAt + APPLY_DEADLINE_MS })
+  const objects = bodies.length * PER_KIND * 3
+  const seconds = c.doneAt === undefined ? undefined : (c.doneAt - sent.startedAt) / 1000
   return {
-    attributes: users.map((u, j) => ({ external_id: u, first_name: `n${j}`, score: { inc: 1 }, plan: j % 2 ? 'gold' : 'free' })),
-    events: users.map((u) => ({ external_id: u, name: 'played', time, properties: { level: i % 10, items: [{ id: 1 }] } })),
-    purchases: users.map((u) => ({ external_id: u, product_id: 'sku-1', currency: 'USD', price: 1.5, quantity: 1, time })),
+    requests: bodies.length,
+    objects,
+    attributeRows: bodies.length * PER_KIND,
+    eventRows: bodies.length * PER_KIND * 2,
+    concurrency: CONCURRENCY,
+    acceptSeconds: round((sent.acceptedAt - sent.startedAt) / 1000),
+    acceptedPerSecond: Math.round(objects / ((sent.acceptedAt - sent.startedAt) / 1000)),
+    /** First request sent to last request seen `done`. */
+    seconds: seconds === undefined ? null : round(seconds),
+    appliedPerSecond: seconds === undefined ? null : Math.round(objects / seconds),
+    notAppliedAtDeadline: c.pending,
+    failedRequests: c.failed,
+    requestsWithErrors: c.withErrors,
+    completionResolutionMs: c.pollMs,
+    apiP50Ms: round(percentile(sent.latencies, 50)),
+    apiP99Ms: round(percentile(sent.latencies, 99)),
+    retried429: sent.retried429,
   }
+}
+
+/**
+ * Small requests at a fixed rate with the worker applying them: API latency, and how long after
+ * the last send every request is `done`.
+ */
+async function smallAtRate(t: Target, prefix: string) {
+  const run = await openLoop({ ...SMALL, warmUpSeconds: WARM_UP_SECONDS, send: smallSender(t, prefix) })
+  const ids = run.samples.filter((s) => s.requestId && s.status < 300).map((s) => s.requestId!)
+  const c = await allFinished(t, ids, { pollMs: 10, deadline: run.lastSendAt + SMALL_DONE_DEADLINE_MS })
+  return {
+    rps: run.rps,
+    seconds: run.seconds,
+    warmUpSeconds: run.warmUpSeconds,
+    ...summarize(run.samples),
+    sendLagP99Ms: run.sendLagP99Ms,
+    /** Last send to every accepted request seen `done`; null when some were not done 120 s after. */
+    allDoneAfterLastSendMs: c.doneAt === undefined ? null : Math.round(c.doneAt - run.lastSendAt),
+    notDoneAtDeadline: c.pending,
+    failedApplying: c.failed,
+    completionResolutionMs: c.pollMs,
+  }
+}
+
+/** Accepted -> done at a low rate (the service at rest): from each request's scheduled send until `/requests/{id}` first says done. */
+async function acceptedToDone(t: Target, prefix: string) {
+  const waits: Promise<{ ms: number; status: string }>[] = []
+  let k = 0
+  const run = await openLoop({
+    ...REST,
+    warmUpSeconds: Math.min(WARM_UP_SECONDS, 2),
+    send: smallSender(t, prefix),
+    onAnswer: (s) => {
+      if (s.requestId && s.status < 300) waits.push(timeToDone(t.urls[k++ % t.urls.length], t.key, s.requestId, s.due, REST.pollMs))
+    },
+  })
+  const done = await Promise.all(waits)
+  const ms = done.map((d) => d.ms).sort((a, b) => a - b)
+  return {
+    rps: run.rps,
+    seconds: run.seconds,
+    requests: done.length,
+    failedApplying: done.filter((d) => d.status === 'failed').length,
+    p50Ms: round(percentile(ms, 50)),
+    p99Ms: round(percentile(ms, 99)),
+    maxMs: round(ms[ms.length - 1] ?? 0),
+    pollMs: REST.pollMs,
+    api: summarize(run.samples),
+  }
+}
+
+/**
+ * API latency of small requests while the worker drains a full-size backlog: the worker is stopped,
+ * the backlog enqueued (until its count or the first 429: the bound is reached), the worker started
+ * again, and small requests sent at a fixed rate. Only requests scheduled before the backlog's last
+ * request was done count (drained the whole window when `drainedAfterMs` is null).
+ */
+async function duringDrain(layout: Layout, t: Target, bodies: string[], prefix: string) {
+  await layout.stopWorker()
+  const send = smallSender(t, prefix)
+  // Warm-up before the backlog (the API's connections and code paths), while nothing is applied.
+  await openLoop({ rps: DRAIN.rps, seconds: 0, warmUpSeconds: WARM_UP_SECONDS, send })
+  const backlog = await closedLoop({
+    count: DRAIN.requests,
+    concurrency: CONCURRENCY,
+    stopAt429: true,
+    send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i % bodies.length]),
+  })
+  await layout.startWorker()
+  const workerReadyAt = performance.now()
+  let drainedAt: number | undefined
+  let measuring = true
+  const last = backlog.ids[backlog.ids.length - 1]
+  const watcher = (async () => {
+    while (measuring && last) {
+      const p = await progress(t.urls[0], t.key, last)
+      if (p.status === 'done' || p.status === 'failed') {
+        drainedAt = performance.now()
+        return
+      }
+      await sleep(50)
+    }
+  })()
+  const run = await openLoop({ rps: DRAIN.rps, seconds: DRAIN.seconds, warmUpSeconds: 0, send })
+  measuring = false
+  await watcher
+  const during = run.samples.filter((s) => drainedAt === undefined || s.due < drainedAt)
+  const measuredUntil = Math.min(drainedAt ?? Infinity, run.lastSendAt)
+  return {
+    rps: run.rps,
+    seconds: run.seconds,
+    ...summarize(during),
+    sendLagP99Ms: run.sendLagP99Ms,
+    /** Seconds of the window during which the backlog was still draining. */
+    secondsWhileDraining: round(Math.max(0, measuredUntil - (run.samples[0]?.due ?? measuredUntil)) / 1000),
+    backlogRequests: backlog.ids.length,
+    backlogObjects: backlog.ids.length * PER_KIND * 3,
+    backlogStoppedAt429: backlog.stoppedAt429,
+    /** From the worker's readiness to the backlog's last request `done` (50 ms resolution); null: still draining at the end. */
+    drainedAfterMs: drainedAt === undefined ? null : Math.round(drainedAt - workerReadyAt),
+    wholeWindow: summarize(run.samples),
+  }
+}
+
+function smallSender(t: Target, prefix: string) {
+  return (i: number) => post(t.urls[i % t.urls.length], t.key, '/users/track', smallBody(`${prefix}${i % 20_000}`))
 }
 
 async function main() {
-  const dataDir = tempDir(`uds-bench-${mode}-`)
-  const env = {
-    DATABASE_URL: await freshDatabase(`uds_bench_${mode}`),
-    DATA_DIR: dataDir,
-    QUEUE_PREFIX: `udsbench${randomBytes(3).toString('hex')}`,
-    ...(process.env.TRACK_PARTITIONS && { TRACK_PARTITIONS: process.env.TRACK_PARTITIONS }),
-  }
-  const services: ServiceProcess[] = []
-  const apis: string[] = []
-  if (mode === 'embedded') {
-    const s = await startService([], env, 3901)
-    services.push(s)
-    apis.push(s.url)
-  } else {
-    services.push(await startService(['worker'], env, 3909))
-    for (const port of [3902, 3903]) {
-      const s = await startService(['api'], env, port)
-      services.push(s)
-      apis.push(s.url)
+  const preloaded = readPreloaded()
+  const env = serviceEnv(preloaded)
+  const layout = await startLayout(mode, env)
+  const t: Target = { urls: layout.apis, key: preloaded.workspace.key }
+  // A tag per run keeps every user new, whatever earlier runs left in the preloaded database.
+  const tag = randomBytes(3).toString('hex')
+  try {
+    const bodies = Array.from({ length: REQUESTS }, (_, i) => trackBody(i, USERS, `${mode[0]}${tag}-`))
+    const full = await fullLoad(t, bodies)
+    let figures: Record<string, unknown> = {}
+    if (mode === 'split') {
+      const smallRequests = await smallAtRate(t, `s${tag}-`)
+      const atRest = await acceptedToDone(t, `r${tag}-`)
+      const duringDrainFigure = await duringDrain(layout, t, bodies, `d${tag}-`)
+      figures = { smallRequests, acceptedToDone: atRest, duringDrain: duringDrainFigure }
     }
-  }
-  const { api_key: key, workspace_id: ws } = credentials(dataDir)
-  const admin = adminToken(dataDir)
-  await fetch(`${apis[0]}/admin/v1/workspaces/${ws}/rate_limits`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ default_per_hour: 1e9, endpoints: { '/users/track': { limit: 1e9, window_seconds: 1 } } }),
-  })
-  await new Promise((r) => setTimeout(r, 1100))
-
-  const bodies = Array.from({ length: REQUESTS }, (_, i) => JSON.stringify(trackBody(i)))
-  const latencies: number[] = []
-  const requestIds: string[] = []
-  const started = performance.now()
-  await pool(REQUESTS, CONCURRENCY, async (i) => {
-    const t0 = performance.now()
-    const r = await fetch(`${apis[i % apis.length]}/users/track`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: bodies[i],
-    })
-    await r.arrayBuffer()
-    latencies.push(performance.now() - t0)
-    if (r.status !== 201) throw new Error(`track answered ${r.status}`)
-    requestIds[i] = r.headers.get('x-request-id')!
-  })
-  const accepted = performance.now()
-  for (const id of requestIds) {
-    for (;;) {
-      const r = await fetch(`${apis[0]}/requests/${id}`, { headers: { authorization: `Bearer ${key}` } })
-      const body = (await r.json()) as { status: string }
-      if (body.status === 'done') break
-      if (body.status === 'failed') throw new Error(`request ${id} failed`)
-      await new Promise((res) => setTimeout(res, 50))
-    }
-  }
-  const applied = performance.now()
-  const objects = REQUESTS * PER_KIND * 3
-  latencies.sort((a, b) => a - b)
-
-  // The API tier's latency at 1,000 requests a second: alone (the track queues paused, as when
-  // workers run on other hosts), then with the worker applying on the same two cores.
-  let fixedRate: { apiAlone: FixedRate; withWorkers: FixedRate } | undefined
-  if (mode === 'split') {
-    // The services' own reading of the same variables, so the queues match theirs.
-    const config = loadConfig(env)
-    const connection = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
-    const registry = new QueueRegistry(connection, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
-    const track = queueNamesFor('track', config.TRACK_PARTITIONS).map((name) => registry.get(name))
-    await Promise.all(track.map((q) => q.pause()))
-    const apiAlone = await fixedRateLatency(apis, key, 1000, 10)
-    await Promise.all(track.map((q) => q.resume()))
-    await drained(track)
-    const withWorkers = await fixedRateLatency(apis, key, 1000, 10)
-    await registry.close()
-    connection.disconnect()
-    fixedRate = { apiAlone, withWorkers }
-  }
-
-  for (const s of services.reverse()) await stopService(s)
-  await dropQueueKeys(env.QUEUE_PREFIX)
-  console.log(
-    JSON.stringify({
-      mode,
-      users: USERS,
-      requests: REQUESTS,
-      objects,
-      acceptedPerSecond: Math.round(objects / ((accepted - started) / 1000)),
-      appliedPerSecond: Math.round(objects / ((applied - started) / 1000)),
-      apiP50Ms: Number(percentile(latencies, 50).toFixed(2)),
-      apiP99Ms: Number(percentile(latencies, 99).toFixed(2)),
-      fixedRate,
-    }),
-  )
-}
-
-async function drained(queues: Queue[]): Promise<void> {
-  for (;;) {
-    const counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active')))
-    if (counts.every((c) => c.waiting + c.active === 0)) return
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
-interface FixedRate {
-  rps: number
-  failures: number
-  /** HTTP status or network error code to count. */
-  failureReasons: Record<string, number>
-  p50: number
-  p99: number
-}
-
-// New connections and cold code paths stall the first seconds (measured: up to 2.7 s at first, steady after 4 s).
-const WARM_UP_SECONDS = 5
-
-/**
- * Small /users/track requests at a fixed rate (open loop: a slow answer does not slow the sender),
- * after an unrecorded warm-up at the same rate.
- */
-async function fixedRateLatency(apis: string[], key: string, rps: number, seconds: number): Promise<FixedRate> {
-  const latencies: number[] = []
-  let failures = 0
-  const failureReasons: Record<string, number> = {}
-  const failed = (reason: string) => {
-    failures++
-    failureReasons[reason] = (failureReasons[reason] ?? 0) + 1
-  }
-  const inflight: Promise<void>[] = []
-  const start = performance.now()
-  const warmUp = rps * WARM_UP_SECONDS
-  for (let i = 0; i < rps * (seconds + WARM_UP_SECONDS); i++) {
-    const due = start + (i * 1000) / rps
-    const wait = due - performance.now()
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-    inflight.push(
-      (async () => {
-        const t0 = performance.now()
-        try {
-          const r = await fetch(`${apis[i % apis.length]}/users/track`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ attributes: [{ external_id: `fr${i % 5000}`, visits: { inc: 1 } }] }),
-          })
-          await r.arrayBuffer()
-          if (r.status !== 201 && i >= warmUp) failed(String(r.status))
-        } catch (e) {
-          if (i >= warmUp) failed(String((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message))
-        }
-        if (i >= warmUp) latencies.push(performance.now() - t0)
-      })(),
+    console.log(
+      JSON.stringify({
+        mode,
+        users: USERS,
+        processes: mode === 'split' ? { api: 2, worker: 1, workerNice: WORKER_NICE } : { all: 1 },
+        preloaded: { profiles: preloaded.profiles, events: preloaded.events },
+        ...full,
+        ...figures,
+      }),
     )
+  } finally {
+    await layout.stop()
+    await dropQueueKeys(env.QUEUE_PREFIX)
   }
-  await Promise.all(inflight)
-  latencies.sort((a, b) => a - b)
-  return { rps, failures, failureReasons, p50: Number(percentile(latencies, 50).toFixed(2)), p99: Number(percentile(latencies, 99).toFixed(2)) }
 }
 
 main().catch((e) => {

@@ -34,25 +34,36 @@ export interface ServiceProcess {
   url: string
 }
 
-/** Starts `services/main.ts <args>` and waits until its API (or, for a worker, its metrics listener) answers. */
-export async function startService(args: string[], env: Record<string, string>, port: number): Promise<ServiceProcess> {
+// Variables the benchmark sets for each service it starts; the rest of its environment passes
+// through, so `TRACK_PARTITIONS=2 make bench` (or a backlog bound) reaches the services.
+const BENCH_OWNED = ['DATABASE_URL', 'DATA_DIR', 'QUEUE_PREFIX', 'PORT', 'METRICS_PORT', 'HOST', 'PUBLIC_URL', 'ADMIN_TOKEN', 'CLICKHOUSE_URL']
+
+/**
+ * Starts `services/main.ts <args>` and waits until its API (or, for a worker, its metrics listener)
+ * answers. `nice` starts the process under `nice -n`, as `make run` starts its worker: every thread of it
+ * (chDB's and libuv's too) gets the lower priority, not only the main thread as setPriority after spawn would.
+ */
+export async function startService(args: string[], env: Record<string, string>, port: number, opts: { nice?: number } = {}): Promise<ServiceProcess> {
   const workerOnly = args[0] === 'worker'
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/main.ts', ...args], {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))
+  const command = [process.execPath, ...profile, '--import', 'tsx', 'services/main.ts', ...args]
+  const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
+  const child = spawn(file, argv, {
     cwd: root,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env, ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }) },
+    env: { ...inherited, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', ...env, ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }) },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))
   const url = `http://127.0.0.1:${port}`
   const probe = workerOnly ? `${url}/metrics` : `${url}/healthz`
-  const deadline = Date.now() + 60_000
+  const deadline = Date.now() + 120_000
   for (;;) {
     if (child.exitCode !== null) throw new Error(`service ${args.join(' ')} exited: ${out}`)
     if (await fetch(probe).then((r) => r.ok).catch(() => false)) break
     if (Date.now() > deadline) throw new Error(`service ${args.join(' ')} did not start`)
-    await new Promise((r) => setTimeout(r, 100))
+    await sleep(100)
   }
   return { child, url }
 }
@@ -63,6 +74,8 @@ export async function stopService(s: ServiceProcess): Promise<void> {
   s.child.kill('SIGTERM')
   await done
 }
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 export function tempDir(prefix: string): string {
   return mkdtempSync(path.join(os.tmpdir(), prefix))

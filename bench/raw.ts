@@ -1,75 +1,96 @@
-// The physical limits in this run: the fastest plain batched upsert of the benchmark's attribute rows
-// into Postgres, and the fastest plain insert of its event rows into ClickHouse. Prints one JSON line.
+// The raw floor of issue 12, measured in the same run: the rate of ONE Postgres connection
+// upserting the ingest load's attribute rows in batches of 1,000 (INSERT ... ON CONFLICT merging
+// jsonb), and of plain chDB inserts of its event and purchase rows in batches of 10,000.
+// Usage: tsx bench/raw.ts [users]. Prints one JSON line.
 import path from 'node:path'
 import pg from 'pg'
 import { openClickHouse } from '../shared/clickhouse/client.js'
-import { freshDatabase, pool, tempDir } from './lib.js'
+import { rmSync } from 'node:fs'
+import { freshDatabase, tempDir } from './lib.js'
 import { ensureDatabase } from '../shared/db/migrate.js'
+import { PER_KIND, requestsFor } from './ingest-load.js'
 
 const USERS = Number(process.argv[2] ?? 100_000)
-const PER_REQUEST = 75
-const ROWS = Math.ceil(USERS / PER_REQUEST) * PER_REQUEST
+const ROWS = requestsFor(USERS) * PER_KIND
+const PG_BATCH = 1000
+const CH_BATCH = 10_000
+const DB = 'uds_bench_raw'
 
-async function postgresUpsert(batch: number, concurrency: number): Promise<number> {
-  const url = await freshDatabase('uds_bench_raw')
+/** The attribute objects of the ingest load as rows: the user, a name, custom attributes merged into jsonb. */
+async function postgresUpsert(): Promise<number> {
+  const url = await freshDatabase(DB)
   await ensureDatabase(url)
-  const db = new pg.Pool({ connectionString: url, max: concurrency })
-  await db.query('CREATE TABLE raw_profiles (external_id text PRIMARY KEY, first_name text, custom_attributes jsonb NOT NULL)')
-  const batches = Math.ceil(ROWS / batch)
-  const started = performance.now()
-  await pool(batches, concurrency, async (b) => {
+  const db = new pg.Client({ connectionString: url })
+  await db.connect()
+  await db.query(`CREATE TABLE raw_profiles (workspace_id text NOT NULL, external_id text NOT NULL, first_name text,
+    custom_attributes jsonb NOT NULL, PRIMARY KEY (workspace_id, external_id))`)
+  // Built before the clock starts: the floor is the engine's rate, not this process's.
+  const batches: [string[], string[], string[]][] = []
+  for (let b = 0; b * PG_BATCH < ROWS; b++) {
     const ids: string[] = []
     const names: string[] = []
     const attrs: string[] = []
-    for (let j = 0; j < batch; j++) {
-      const n = (b * batch + j) % USERS
-      ids.push(`u${n}`)
+    for (let k = b * PG_BATCH; k < Math.min(ROWS, (b + 1) * PG_BATCH); k++) {
+      const j = k % PER_KIND
+      ids.push(`u${k % USERS}`)
       names.push(`n${j}`)
       attrs.push(JSON.stringify({ score: 1, plan: j % 2 ? 'gold' : 'free' }))
     }
+    batches.push([ids, names, attrs])
+  }
+  const started = performance.now()
+  for (const batch of batches) {
     await db.query(
-      `INSERT INTO raw_profiles (external_id, first_name, custom_attributes)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
-       ON CONFLICT (external_id) DO UPDATE SET first_name = excluded.first_name,
+      `INSERT INTO raw_profiles (workspace_id, external_id, first_name, custom_attributes)
+       SELECT 'w', * FROM unnest($1::text[], $2::text[], $3::jsonb[])
+       ON CONFLICT (workspace_id, external_id) DO UPDATE SET first_name = excluded.first_name,
          custom_attributes = raw_profiles.custom_attributes || excluded.custom_attributes`,
-      [ids, names, attrs],
+      batch,
     )
-  })
+  }
   const seconds = (performance.now() - started) / 1000
   await db.end()
-  return Math.round((batches * batch) / seconds)
+  await freshDatabase(DB) // drops it
+  return Math.round(ROWS / seconds)
 }
 
-async function clickhouseInsert(batch: number): Promise<number> {
-  const ch = openClickHouse({ dataDir: path.join(tempDir('uds-bench-raw-ch-'), 'clickhouse'), database: 'raw' })
+/** The event and purchase objects of the ingest load as rows of a table shaped like the service's events table. */
+async function clickhouseInsert(): Promise<number> {
+  const dir = tempDir('uds-bench-raw-ch-')
+  const ch = openClickHouse({ dataDir: path.join(dir, 'clickhouse'), database: 'raw' })
   await ch.client.command({ query: 'CREATE DATABASE IF NOT EXISTS raw' })
   await ch.client.command({
     query: `CREATE TABLE raw.events (workspace_id String, profile_id UInt64, event_id String, kind LowCardinality(String), name String,
-      app_id String, time DateTime64(3, 'UTC'), properties String, currency String, price Float64, quantity UInt32) ENGINE = MergeTree ORDER BY (workspace_id, profile_id)`,
+      app_id String, time DateTime64(3, 'UTC'), properties String, currency String, price Float64, quantity UInt32,
+      inserted_at DateTime64(3, 'UTC') DEFAULT now64(3)) ENGINE = ReplacingMergeTree ORDER BY (workspace_id, profile_id, kind, name, event_id)`,
   })
   const total = ROWS * 2
   const time = new Date().toISOString().replace('T', ' ').replace('Z', '')
-  const started = performance.now()
-  for (let b = 0; b * batch < total; b++) {
-    const rows = Array.from({ length: Math.min(batch, total - b * batch) }, (_, j) => {
-      const i = b * batch + j
-      return {
-        workspace_id: 'w', profile_id: i % USERS, event_id: `e${i}`, kind: i % 2 ? 'purchase' : 'event', name: 'played',
-        app_id: '', time, properties: '{"level":1,"items":[{"id":1}]}', currency: 'USD', price: 1.5, quantity: 1,
-      }
-    })
-    await ch.client.insert({ table: 'raw.events', values: rows, format: 'JSONEachRow' })
+  const batches: Record<string, unknown>[][] = []
+  for (let b = 0; b * CH_BATCH < total; b++) {
+    batches.push(
+      Array.from({ length: Math.min(CH_BATCH, total - b * CH_BATCH) }, (_, j) => {
+        const i = b * CH_BATCH + j
+        const purchase = i % 2 === 1
+        return {
+          workspace_id: 'w', profile_id: (i >> 1) % USERS, event_id: `e${i}`, kind: purchase ? 'purchase' : 'event', name: purchase ? 'sku-1' : 'played',
+          app_id: '', time, properties: purchase ? '{}' : '{"level":1,"items":[{"id":1}]}', currency: purchase ? 'USD' : '', price: purchase ? 1.5 : 0, quantity: purchase ? 1 : 0,
+        }
+      }),
+    )
   }
+  const started = performance.now()
+  for (const values of batches) await ch.client.insert({ table: 'raw.events', values, format: 'JSONEachRow' })
   const seconds = (performance.now() - started) / 1000
   await ch.close()
+  rmSync(dir, { recursive: true, force: true })
   return Math.round(total / seconds)
 }
 
 async function main() {
-  const pgPerRequestBatch = await postgresUpsert(PER_REQUEST, 8)
-  const pgLargeBatch = await postgresUpsert(1000, 4)
-  const chInsert = await clickhouseInsert(10_000)
-  console.log(JSON.stringify({ rows: ROWS, pgUpsertRowsPerSecond: Math.max(pgPerRequestBatch, pgLargeBatch), pgPerRequestBatch, pgLargeBatch, chInsertRowsPerSecond: chInsert }))
+  const pgUpsertRowsPerSecond = await postgresUpsert()
+  const chInsertRowsPerSecond = await clickhouseInsert()
+  console.log(JSON.stringify({ attributeRows: ROWS, eventRows: ROWS * 2, pgBatch: PG_BATCH, chBatch: CH_BATCH, pgUpsertRowsPerSecond, chInsertRowsPerSecond }))
 }
 
 main().catch((e) => {

@@ -23,9 +23,21 @@ const ConfigSchema = z.object({
   TRACK_PARTITIONS: int(1, 256).default(4),
   WORKER_CONCURRENCY: int(1, 64).default(4),
   JOB_LOCK_MS: int(1000, 600_000).default(30_000),
+  // Accepted-but-unapplied track objects; past either bound /users/track answers 429. Measured Redis cost:
+  // ~260 B an object in full-size requests, ~1.5 KB in one-object requests (docs/operations.md). At least
+  // 225 (one full request).
+  TRACK_BACKLOG_MAX_OBJECTS: int(225, 100_000_000).default(400_000),
+  TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE: int(225, 100_000_000).default(200_000),
+  // The identity worker's history sweep (docs/identity.md): how long merges and deletes wait before one pass squashes
+  // them into the event history and erases deleted users' rows, and the bound promised for erasure (at least twice that).
+  IDENTITY_SWEEP_SECONDS: int(1, 86_400).default(300),
+  ERASURE_MAX_DELAY_SECONDS: int(2, 30 * 86_400).default(3600),
   EXPORT_URL_TTL_SECONDS: int(60, 7 * 86400).default(4 * 3600),
   EXPORT_USERS_PER_FILE: int(1, 1_000_000).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+}).refine((c) => c.IDENTITY_SWEEP_SECONDS * 2 <= c.ERASURE_MAX_DELAY_SECONDS, {
+  path: ['IDENTITY_SWEEP_SECONDS'],
+  message: 'must be at most half of ERASURE_MAX_DELAY_SECONDS',
 })
 
 export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string }

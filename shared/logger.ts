@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { pino, type DestinationStream, type Logger } from 'pino'
-import { pinoHttp, type HttpLogger } from 'pino-http'
+import { pino, type DestinationStream, type Level, type Logger } from 'pino'
 
 export type { Logger }
 
@@ -78,27 +77,29 @@ interface ResponseLocals {
  * jobs log), so the API line and the job lines of one request share it; other requests get a
  * generated one that is only in the log.
  */
-function requestIdOf(req: IncomingMessage & { id?: unknown }, res: ServerResponse & ResponseLocals): string {
-  return res.locals?.requestId ?? String(req.id)
+function requestIdOf(res: ServerResponse & ResponseLocals): string {
+  return res.locals?.requestId ?? randomUUID()
 }
 
-/** One JSON line per finished request: no headers, no bodies, no query values. */
-export function httpLogger(logger: Logger): HttpLogger {
-  return pinoHttp({
-    logger,
-    genReqId: () => randomUUID(),
-    wrapSerializers: false,
-    serializers: {
-      req: requestLine,
-      res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
-    },
-    customLogLevel: (req, res, err) => {
-      if (err || res.statusCode >= 500) return 'error'
-      return quietPath(req) ? 'debug' : 'info'
-    },
-    customSuccessObject: (req, res, value) => ({ ...value, requestId: requestIdOf(req, res) }),
-    customErrorObject: (req, res, _err, value) => ({ ...value, requestId: requestIdOf(req, res) }),
-    customSuccessMessage: summary,
-    customErrorMessage: summary,
-  })
+/**
+ * One JSON line per finished request: no headers, no bodies, no query values. A plain middleware
+ * rather than pino-http, which built a child logger for every request even when its line was not
+ * written (a tenth of the API's time at 500 small requests a second).
+ */
+export function httpLogger(logger: Logger) {
+  return (req: IncomingMessage & ExpressRequestFields, res: ServerResponse & ResponseLocals, next: () => void) => {
+    const started = performance.now()
+    res.once('finish', () => {
+      const level: Level = res.statusCode >= 500 ? 'error' : quietPath(req) ? 'debug' : 'info'
+      if (!logger.isLevelEnabled(level)) return
+      const line = {
+        req: requestLine(req),
+        res: { statusCode: res.statusCode },
+        responseTime: Math.round(performance.now() - started),
+        requestId: requestIdOf(res),
+      }
+      logger[level](line, summary(req, res))
+    })
+    next()
+  }
 }

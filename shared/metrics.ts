@@ -1,5 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { trackLagSeconds } from './queue/lag.js'
 import type { QueueRegistry } from './queue/queues.js'
+import { RequestTracker, type BacklogState } from './queue/request-tracker.js'
 
 /** Job states reported per queue; `waiting` includes jobs held back by an ordered queue's concurrency of one. */
 const QueueStates = ['waiting', 'active', 'failed', 'delayed', 'completed'] as const
@@ -17,13 +19,25 @@ export function queueFamily(name: string): { family: string; partition?: string 
   return m ? { family: m[1], partition: m[2] } : { family: name }
 }
 
-async function readQueueCounts(queues: QueueRegistry): Promise<QueueCounts[]> {
-  return Promise.all(
-    queues.allNames().map(async (name) => {
-      const counts = (await queues.get(name).getJobCounts(...QueueStates)) as Record<QueueState, number>
-      return { ...queueFamily(name), counts }
-    }),
-  )
+/** What one scrape reads from Redis: counts per queue, lag per track partition, the track backlog. */
+interface Readings {
+  counts: QueueCounts[]
+  lag: number[]
+  backlog: BacklogState
+}
+
+async function readQueueState(queues: QueueRegistry, tracker: RequestTracker): Promise<Readings> {
+  const [counts, lag, backlog] = await Promise.all([
+    Promise.all(
+      queues.allNames().map(async (name) => {
+        const counts = (await queues.get(name).getJobCounts(...QueueStates)) as Record<QueueState, number>
+        return { ...queueFamily(name), counts }
+      }),
+    ),
+    trackLagSeconds(queues),
+    tracker.backlog(),
+  ])
+  return { counts, lag, backlog }
 }
 
 /** Sums partitions into their family, so `track` shows the whole backlog next to each partition's. */
@@ -42,17 +56,17 @@ export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 
-  let watched: QueueRegistry | undefined
-  // Both queue gauges are collected concurrently on a scrape; they share one read of Redis.
-  let inFlight: Promise<QueueCounts[] | undefined> | undefined
+  let watched: { queues: QueueRegistry; tracker: RequestTracker } | undefined
+  // The queue gauges are collected concurrently on a scrape; they share one read of Redis.
+  let inFlight: Promise<Readings | undefined> | undefined
   const queueErrors = new Counter({
     name: 'uds_queue_metrics_errors_total',
     help: 'Scrapes whose queue counts could not be read (Redis unreachable); the queue gauges are empty then',
     registers: [registry],
   })
-  const currentCounts = () => {
+  const currentState = () => {
     if (!watched) return Promise.resolve(undefined)
-    inFlight ??= readQueueCounts(watched)
+    inFlight ??= readQueueState(watched.queues, watched.tracker)
       .catch(() => {
         queueErrors.inc()
         return undefined
@@ -65,7 +79,8 @@ export function createMetrics() {
     registry,
     /** Counts of `queues` are read on every scrape from now on (idempotent: the last registry wins). */
     watchQueues(queues: QueueRegistry) {
-      watched = queues
+      // The backlog lives beside the queues: the same connection and prefix read it.
+      watched = { queues, tracker: new RequestTracker(queues.connection, queues.prefix) }
     },
     httpRequests: new Counter({
       name: 'uds_http_requests_total',
@@ -113,7 +128,7 @@ export function createMetrics() {
       labelNames: ['queue', 'state'] as const,
       registers: [registry],
       async collect() {
-        const all = await currentCounts()
+        const all = (await currentState())?.counts
         this.reset()
         if (!all) return
         for (const [family, counts] of sumByFamily(all)) {
@@ -127,12 +142,53 @@ export function createMetrics() {
       labelNames: ['queue', 'partition', 'state'] as const,
       registers: [registry],
       async collect() {
-        const all = await currentCounts()
+        const all = (await currentState())?.counts
         this.reset()
         for (const q of all ?? []) {
           if (q.partition === undefined) continue
           for (const state of QueueStates) this.set({ queue: q.family, partition: q.partition, state }, q.counts[state] ?? 0)
         }
+      },
+    }),
+    queueLag: new Gauge({
+      name: 'uds_queue_lag_seconds',
+      help: 'Age of the oldest job of a track partition not yet applied (active or waiting), read from Redis on scrape; 0 when empty',
+      labelNames: ['queue', 'partition'] as const,
+      registers: [registry],
+      async collect() {
+        const lag = (await currentState())?.lag
+        this.reset()
+        lag?.forEach((seconds, p) => this.set({ queue: 'track', partition: String(p) }, seconds))
+      },
+    }),
+    trackBacklog: new Gauge({
+      name: 'uds_track_backlog_objects',
+      help: 'Objects of accepted track work (attributes, events, purchases, subscription and email state changes) not applied yet, in all',
+      registers: [registry],
+      async collect() {
+        const backlog = (await currentState())?.backlog
+        this.reset()
+        if (backlog) this.set(backlog.all)
+      },
+    }),
+    trackBacklogLargestWorkspace: new Gauge({
+      name: 'uds_track_backlog_workspace_max_objects',
+      help: 'Track backlog objects of the workspace holding the most (per workspace: GET /admin/queues/backlog)',
+      registers: [registry],
+      async collect() {
+        const backlog = (await currentState())?.backlog
+        this.reset()
+        if (backlog) this.set(Math.max(0, ...backlog.byWorkspace.values()))
+      },
+    }),
+    trackBacklogWorkspaces: new Gauge({
+      name: 'uds_track_backlog_workspaces',
+      help: 'Workspaces holding track backlog',
+      registers: [registry],
+      async collect() {
+        const backlog = (await currentState())?.backlog
+        this.reset()
+        if (backlog) this.set(backlog.byWorkspace.size)
       },
     }),
   }

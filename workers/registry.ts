@@ -8,11 +8,12 @@ import type { WorkerDeps } from './deps.js'
 import { startExpiredFilesSweeper } from './export/expired-files.js'
 import { createExportProcessor } from './export/processor.js'
 import { createIdentityProcessor } from './identity/processor.js'
-import { startQueueWorker, type Processor } from './runner.js'
+import { startHistorySweeper } from './identity/sweep.js'
+import { startQueueWorker, type BatchProcessor, type Processor } from './runner.js'
 import { createTrackProcessor } from './track/processor.js'
 
 /** Every job name has exactly one processor; a missing one fails the build, not a run. */
-const processors: { [N in JobName]: (deps: WorkerDeps) => Processor<N> } = {
+const processors: { [N in JobName]: (deps: WorkerDeps) => Processor<N> | BatchProcessor<N> } = {
   applyTrackBatch: createTrackProcessor,
   applyIdentityChange: createIdentityProcessor,
   runExport: createExportProcessor,
@@ -41,7 +42,7 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
   const workers: Worker[] = []
   for (const role of roles) {
     const jobName = jobOfRole[role]
-    const processor = processors[jobName](deps) as Processor<typeof jobName>
+    const processor = processors[jobName](deps) as Processor<typeof jobName> | BatchProcessor<typeof jobName>
     for (const queue of queueNamesFor(role, ctx.config.TRACK_PARTITIONS)) {
       workers.push(
         await startQueueWorker({
@@ -63,6 +64,11 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
         }),
       )
     }
+  }
+  if (roles.includes('identity')) {
+    // The history sweep (squash merges, erase deleted users) runs beside the identity queue's worker.
+    const stopSweeper = startHistorySweeper(deps)
+    workers.find((w) => w.name === QueueNames.identity)!.once('closing', stopSweeper)
   }
   if (roles.includes('export')) {
     // The sweeper lives as long as the export queue's worker, which the caller closes at shutdown.

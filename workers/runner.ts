@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Worker, type Job } from 'bullmq'
+import { Worker, type Job, type Queue } from 'bullmq'
 import type { Redis } from 'ioredis'
 import { isRetryable } from '../shared/errors.js'
 import type { Logger } from '../shared/logger.js'
 import { JobPayloads, type JobName, type JobOf } from '../shared/queue/jobs.js'
 import { isOrderedQueue, type QueueRegistry } from '../shared/queue/queues.js'
-import type { RequestTracker } from '../shared/queue/request-tracker.js'
+import { oldestWaiting, removeWaiting } from '../shared/queue/waiting-jobs.js'
+import type { JobReport, RequestTracker } from '../shared/queue/request-tracker.js'
 
 /** What a processor expects can happen. Only failures a retry can fix are thrown. */
 export type Outcome =
@@ -19,10 +20,30 @@ export const fail = (reason: string, errors?: unknown[]): Outcome => ({ status: 
 
 export type Processor<N extends JobName> = (data: JobOf<N>, job: Job) => Promise<Outcome>
 
+/** A job handed to a batch processor. */
+export interface BatchEntry<N extends JobName> {
+  id: string
+  data: JobOf<N>
+}
+
+/**
+ * A processor of an ordered queue that applies the jobs waiting behind the active one together.
+ * Payloads are not parsed again: the API built them from requests it validated.
+ */
+export interface BatchProcessor<N extends JobName> {
+  /** A batch's weight bound (e.g. objects); the first job always runs, whatever its weight. */
+  maxWeight: number
+  weight(data: JobOf<N>): number
+  /** Whether a job may share a batch; one that may not runs alone. */
+  joins(data: JobOf<N>): boolean
+  /** Applies the jobs in order; returns each job's outcome, in the same order. */
+  apply(batch: BatchEntry<N>[]): Promise<Outcome[]>
+}
+
 export interface RunnerOptions<N extends JobName> {
   queue: string
   jobName: N
-  processor: Processor<N>
+  processor: Processor<N> | BatchProcessor<N>
   connection: Redis
   queues: QueueRegistry
   concurrency: number
@@ -33,57 +54,136 @@ export interface RunnerOptions<N extends JobName> {
 }
 
 const MAX_BACKOFF_MS = 10_000
+/** Jobs read per look at the waiting list, and at most per batch (small jobs: 512 a batch). */
+const PEEK_PAGE = 128
+const MAX_BATCH_JOBS = 512
+
+const isBatchProcessor = <N extends JobName>(p: Processor<N> | BatchProcessor<N>): p is BatchProcessor<N> => typeof p !== 'function'
+
+/**
+ * The jobs waiting right behind the active one that may join its batch, oldest first. Under
+ * global concurrency 1 nobody else can take them; they stay in the queue until their batch has
+ * reached ClickHouse, so the applied jobs are always a prefix of the queue (a job whose worker died
+ * returns to the head).
+ */
+async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Queue, processor: BatchProcessor<N>, first: JobOf<N>): Promise<BatchEntry<N>[]> {
+  if (!processor.joins(first)) return []
+  const taken: BatchEntry<N>[] = []
+  let weight = processor.weight(first)
+  for (let start = 0; taken.length < MAX_BATCH_JOBS; start += PEEK_PAGE) {
+    const page = await oldestWaiting(queues.connection, queue, start, PEEK_PAGE)
+    for (const job of page) {
+      const data = job.data as JobOf<N>
+      const w = processor.weight(data)
+      if (!processor.joins(data) || weight + w > processor.maxWeight || taken.length >= MAX_BATCH_JOBS) return taken
+      taken.push({ id: job.id, data })
+      weight += w
+    }
+    if (page.length < PEEK_PAGE) return taken
+  }
+  return taken
+}
 
 /**
  * Runs one queue. Ordered queues (track partitions, identity) take one job at a time across every
  * process (BullMQ global concurrency 1) and retry retryable failures in place, so a retry never
- * lets a later job for the same user overtake. A process killed mid-job leaves the job locked;
- * once the lock expires BullMQ puts it back at the head of its queue.
+ * lets a later job for the same user overtake; a batch processor there also takes the jobs
+ * waiting behind the active one. A process killed mid-job leaves the job locked; once the lock
+ * expires BullMQ puts it back at the head of its queue.
  */
 export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>): Promise<Worker> {
   const ordered = isOrderedQueue(opts.queue)
   const log = opts.logger.child({ queue: opts.queue })
+  const queue = opts.queues.get(opts.queue)
+  const processor = opts.processor
   let closing = false
 
-  const run = async (job: Job) => {
-    const data = JobPayloads[opts.jobName].parse(job.data) as JobOf<N>
-    const { requestId } = data as { requestId: string }
-    const jobLog = log.child({ jobId: job.id, requestId })
-    await opts.tracker.markStarted(requestId)
-    const started = process.hrtime.bigint()
+  /** Applies a batch, retrying in place what a retry can fix; a job failing for another reason fails alone. */
+  const applyBatch = async (batch: BatchEntry<N>[], job: Job): Promise<(Outcome | Error)[]> => {
     let backoff = 200
     for (;;) {
       try {
-        const outcome = await opts.processor(data, job)
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9
-        opts.onOutcome?.(opts.queue, outcome, seconds)
-        if (outcome.status === 'fail') {
-          jobLog.warn({ reason: outcome.reason }, 'job failed')
-          await opts.tracker.markJobFailed(requestId, job.id!, outcome.errors ?? [{ message: outcome.reason }])
-        } else {
-          // Info, like the API's request line: the two together trace a request from HTTP to storage.
-          jobLog.info({ outcome: outcome.status, seconds }, 'job finished')
-          await opts.tracker.markJobDone(requestId, job.id!, outcome.status === 'ok' ? outcome.errors : undefined)
-        }
-        return outcome.status
+        if (isBatchProcessor(processor)) return await processor.apply(batch)
+        return [await processor(batch[0].data, job)]
       } catch (e) {
         if (ordered && isRetryable(e)) {
           // Keep the partition's place: retry here, even while shutting down (the lock hands it back if we exit).
-          jobLog.warn({ err: (e as Error).message, backoff, closing }, 'retryable failure; retrying in place')
+          log.warn({ err: (e as Error).message, backoff, closing, jobs: batch.length }, 'retryable failure; retrying in place')
           await sleep(backoff)
           backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
           continue
         }
-        const attempts = job.opts.attempts ?? 1
-        const last = !isRetryable(e) || job.attemptsMade + 1 >= attempts
-        jobLog.error({ err: e, last }, 'job error')
-        if (last) {
-          opts.onOutcome?.(opts.queue, { status: 'fail', reason: (e as Error).message }, 0)
-          await opts.tracker.markJobFailed(requestId, job.id!, [{ message: 'internal error while applying this request' }])
-        }
-        throw e
+        if (batch.length === 1) return [e as Error]
+        log.warn({ err: (e as Error).message, jobs: batch.length }, 'batch failed; applying its jobs one at a time')
+        const outcomes: (Outcome | Error)[] = []
+        for (const entry of batch) outcomes.push(...(await applyBatch([entry], job)))
+        return outcomes
       }
     }
+  }
+
+  /**
+   * The Redis steps around a batch (reading the jobs behind, progress, removal) are all safe to
+   * repeat: an ordered queue retries them in place rather than fail a job it may have applied.
+   */
+  const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    let backoff = 200
+    for (;;) {
+      try {
+        return await fn()
+      } catch (e) {
+        if (!ordered) throw e
+        log.warn({ err: (e as Error).message, backoff, step: what }, 'queue bookkeeping failed; retrying in place')
+        await sleep(backoff)
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+      }
+    }
+  }
+
+  const run = async (job: Job) => {
+    const first: BatchEntry<N> = {
+      id: job.id!,
+      data: (isBatchProcessor(processor) ? job.data : JobPayloads[opts.jobName].parse(job.data)) as JobOf<N>,
+    }
+    const batch = [first, ...(ordered && isBatchProcessor(processor) ? await step('peek', () => waitingBehind(opts.queues, queue, processor, first.data)) : [])]
+    const requestOf = (e: BatchEntry<N>) => (e.data as { requestId: string }).requestId
+    await step('mark started', () => opts.tracker.markStartedMany([...new Set(batch.map(requestOf))]))
+    const started = process.hrtime.bigint()
+    const outcomes = await applyBatch(batch, job)
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9
+
+    const reports: JobReport[] = []
+    let firstError: Error | undefined
+    batch.forEach((entry, i) => {
+      const outcome = outcomes[i]
+      const jobLog = log.child({ jobId: entry.id, requestId: requestOf(entry) })
+      if (outcome instanceof Error) {
+        // Only the active job can go to BullMQ's failed set (and, off ordered queues, be attempted again).
+        const attempts = job.opts.attempts ?? 1
+        const last = i > 0 || !isRetryable(outcome) || job.attemptsMade + 1 >= attempts
+        jobLog.error({ err: outcome, last }, 'job error')
+        if (last) {
+          opts.onOutcome?.(opts.queue, { status: 'fail', reason: outcome.message }, seconds)
+          reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'failed', errors: [{ message: 'internal error while applying this request' }] })
+        }
+        if (i === 0) firstError = outcome
+        return
+      }
+      opts.onOutcome?.(opts.queue, outcome, seconds)
+      if (outcome.status === 'fail') {
+        jobLog.warn({ reason: outcome.reason }, 'job failed')
+        reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'failed', errors: outcome.errors ?? [{ message: outcome.reason }] })
+      } else {
+        // Info, like the API's request line: the two together trace a request from HTTP to storage.
+        jobLog.info({ outcome: outcome.status, seconds, batch: batch.length }, 'job finished')
+        reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'done', errors: outcome.status === 'ok' ? outcome.errors : undefined })
+      }
+    })
+    await step('report', () => opts.tracker.reportJobs(reports))
+    // The jobs that joined the active one leave the queue only now that they are applied and reported.
+    await step('remove', () => removeWaiting(opts.queues.connection, queue, batch.slice(1).map((e) => e.id)))
+    if (firstError) throw firstError
+    return (outcomes[0] as Outcome).status
   }
 
   const worker = new Worker(opts.queue, run, {
@@ -98,7 +198,7 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
   worker.on('error', (e) => {
     if (!closing) log.warn({ err: e.message }, 'worker connection error')
   })
-  if (ordered) await opts.queues.get(opts.queue).setGlobalConcurrency(1)
+  if (ordered) await queue.setGlobalConcurrency(1)
   worker.run().catch((e) => log.error({ err: e }, 'worker stopped'))
   const close = worker.close.bind(worker)
   worker.close = async (force?: boolean) => {

@@ -48,9 +48,14 @@ export function createApp(deps: ApiDeps): express.Express {
   app.use(express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/scim+json'] }))
   app.use(guardJsonBody)
 
-  const authenticator = new ApiKeyAuthenticator(deps.pg)
+  const authenticator = new ApiKeyAuthenticator(deps.pg, deps.operator)
   const authenticate = authenticateApiKey(authenticator)
-  const limit = rateLimitApi(deps.rateLimits, deps.workspaces, (bucket) => deps.metrics.rateLimited.inc({ bucket }))
+  const limit = rateLimitApi({
+    limits: deps.rateLimits,
+    workspaces: deps.workspaces,
+    authenticator,
+    onLimited: (bucket) => deps.metrics.rateLimited.inc({ bucket }),
+  })
   const idem = idempotency(deps.redis, deps.config.QUEUE_PREFIX)
   const guard: Guard = (permission, opts = {}) => [
     authenticate,

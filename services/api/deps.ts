@@ -10,6 +10,7 @@ import type { QueueRegistry } from '../../shared/queue/queues.js'
 import type { RequestTracker } from '../../shared/queue/request-tracker.js'
 import type { Metrics } from '../../shared/metrics.js'
 import type { Context } from '../../shared/context.js'
+import { OperatorGeneration } from '../../shared/operator-changes.js'
 import { RateLimits, WorkspaceCache } from './middleware/rate-limit.js'
 
 /** What route families may use. The API tier never holds ClickHouse unless embedded. */
@@ -21,6 +22,8 @@ export interface ApiDeps {
   queues: QueueRegistry
   tracker: RequestTracker
   producer: Producer
+  /** Cached operator settings are checked against it; operator writes announce through it. */
+  operator: OperatorGeneration
   workspaces: WorkspaceCache
   rateLimits: RateLimits
   metrics: Metrics
@@ -36,6 +39,7 @@ export type Guard = (permission: Permission, opts?: { write?: boolean }) => Requ
 
 /** The API's dependencies, built from a process's context. */
 export function apiDepsFrom(ctx: Context, metrics: Metrics, adminToken: string): ApiDeps {
+  const operator = new OperatorGeneration(ctx.redis, ctx.config.QUEUE_PREFIX)
   return {
     config: ctx.config,
     logger: ctx.logger,
@@ -44,8 +48,9 @@ export function apiDepsFrom(ctx: Context, metrics: Metrics, adminToken: string):
     queues: ctx.queues,
     tracker: ctx.tracker,
     producer: { queues: ctx.queues, tracker: ctx.tracker },
-    workspaces: new WorkspaceCache(ctx.pg),
-    rateLimits: new RateLimits(ctx.redis, ctx.config.QUEUE_PREFIX),
+    operator,
+    workspaces: new WorkspaceCache(ctx.pg, operator),
+    rateLimits: new RateLimits(ctx.redis, operator),
     metrics,
     adminToken,
     clickhouse: ctx.clickhouse,

@@ -7,6 +7,7 @@ import { openapi as emailOperations } from './routes/email.js'
 import { openapi as exportDownloadOperations } from './routes/export-download.js'
 import { openapi as healthOperations } from './routes/health.js'
 import { openapi as metricsOperations } from './routes/metrics.js'
+import { openapi as queueDashboardOperations } from './routes/queue-dashboard.js'
 import { openapi as requestOperations } from './routes/requests.js'
 import { openapi as scimUserOperations } from './routes/scim-users.js'
 import { openapi as subscriptionOperations } from './routes/subscriptions.js'
@@ -45,6 +46,7 @@ export function apiOperations(): ApiOperation[] {
   return [
     ...healthOperations,
     ...metricsOperations,
+    ...queueDashboardOperations,
     ...docsOperations,
     ...adminOperations,
     ...requestOperations,

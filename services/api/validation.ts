@@ -9,14 +9,44 @@ export function describeIssue(issue: z.core.$ZodIssue): string {
 /** Deeper JSON is refused before any schema sees it: recursive code (zod, JSON.stringify) overflows the stack. */
 export const MAX_JSON_DEPTH = 64
 
-/** An unpaired UTF-16 surrogate (JSON may escape one, "\ud800"): not Unicode, and jsonb refuses it. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
-
 /** Why Postgres could not store a string as it is, if it could not. */
 function textProblem(s: string): string | undefined {
   if (s.includes('\u0000')) return 'the NUL character (\\u0000)'
-  if (LONE_SURROGATE.test(s)) return 'an unpaired surrogate (\\ud800 to \\udfff), which is not Unicode'
+  // An unpaired UTF-16 surrogate (JSON may escape one, "\ud800"): not Unicode, and jsonb refuses it.
+  if (!s.isWellFormed()) return 'an unpaired surrogate (\\ud800 to \\udfff), which is not Unicode'
   return undefined
+}
+
+/**
+ * Whether any string, key or depth has a problem: the common answer (no) without building the
+ * paths, which only the rare refusal needs.
+ */
+function anyProblem(value: unknown): boolean {
+  const values: unknown[] = [value]
+  const depths: number[] = [0]
+  while (values.length) {
+    const v = values.pop()
+    const depth = depths.pop()!
+    if (typeof v === 'string') {
+      if (textProblem(v)) return true
+      continue
+    }
+    if (v === null || typeof v !== 'object') continue
+    if (depth >= MAX_JSON_DEPTH) return true
+    if (Array.isArray(v)) {
+      for (const x of v) {
+        values.push(x)
+        depths.push(depth + 1)
+      }
+      continue
+    }
+    for (const k of Object.keys(v)) {
+      if (textProblem(k)) return true
+      values.push((v as Record<string, unknown>)[k])
+      depths.push(depth + 1)
+    }
+  }
+  return false
 }
 
 /**
@@ -26,6 +56,7 @@ function textProblem(s: string): string | undefined {
  * recursion so that any depth is safe.
  */
 export function jsonProblem(value: unknown): { path: (string | number)[]; message: string } | undefined {
+  if (!anyProblem(value)) return undefined
   const stack: { v: unknown; path: (string | number)[] }[] = [{ v: value, path: [] }]
   while (stack.length) {
     const { v, path } = stack.pop()!

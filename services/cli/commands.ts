@@ -122,19 +122,28 @@ function keyCommands(program: Command) {
     )
   key
     .command('revoke <id>')
-    .description('revoke an API key; it stops working within a second')
+    .description('revoke an API key; it stops working at once, in every API process')
     .action(
       act(async (conn, id: string) => {
         await adminRequest(conn, 'DELETE', `/api_keys/${seg(id)}`)
         return { data: { id, revoked: true }, lines: [`revoked API key ${id}`] }
       }),
     )
+  key
+    .command('set-permissions <id>')
+    .description("replace an API key's permissions; in force at once")
+    .requiredOption('--permissions <list>', `comma-separated, from: ${Permissions.join(', ')}`, parsePermissions)
+    .action(
+      act(async (conn, id: string, opts: { permissions: string[] }) => {
+        const k = (await adminRequest(conn, 'PUT', `/api_keys/${seg(id)}/permissions`, opts)) as Body
+        return { data: k, lines: describe(`API key ${k.id}`, { permissions: k.permissions }) }
+      }),
+    )
 }
 
 function scimTokenCommands(program: Command) {
-  program
-    .command('scim-token')
-    .description('SCIM tokens')
+  const token = program.command('scim-token').description('SCIM tokens')
+  token
     .command('create')
     .description('create a SCIM token (shown once); SCIM calls must send X-Request-Origin equal to --origin')
     .requiredOption('--origin <origin>', 'the request origin SCIM clients will send')
@@ -145,6 +154,15 @@ function scimTokenCommands(program: Command) {
           data: t,
           lines: describe('created SCIM token (store it now: it is shown only once)', { id: t.id, token: t.token, origin: opts.origin }),
         }
+      }),
+    )
+  token
+    .command('revoke <id>')
+    .description('revoke a SCIM token; it stops working at once')
+    .action(
+      act(async (conn, id: string) => {
+        await adminRequest(conn, 'DELETE', `/scim_tokens/${seg(id)}`)
+        return { data: { id, revoked: true }, lines: [`revoked SCIM token ${id}`] }
       }),
     )
 }

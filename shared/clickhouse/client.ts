@@ -1,7 +1,8 @@
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { createChdbConnection } from 'chdb/connection'
+import { flockSync } from 'fs-ext'
 
 export type { ClickHouseClient }
 
@@ -14,49 +15,37 @@ export interface ClickHouse {
 
 export class EmbeddedEngineBusyError extends Error {}
 
-function pidAlive(pid: number): boolean {
+/**
+ * chDB binds one data directory to one process: a second process opening it would corrupt it.
+ * The guard is an exclusive flock(2) on the directory itself, so the kernel drops it the moment
+ * its holder dies, even by kill -9 and before the dead process is reaped; no stale lock is left for
+ * a restart to judge. The lock sits on the directory rather than a file in it: deleting a lock file
+ * would let a second process lock a new one while the first still runs. `owner.pid` only names the
+ * holder for the error message. Node opens files close-on-exec, so no child process inherits it.
+ */
+export function lockDataDir(dir: string): () => void {
+  mkdirSync(dir, { recursive: true })
+  const fd = openSync(dir, 'r')
   try {
-    process.kill(pid, 0)
-    return true
+    flockSync(fd, 'exnb')
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM'
+    closeSync(fd)
+    if ((e as NodeJS.ErrnoException).code !== 'EAGAIN' && (e as NodeJS.ErrnoException).code !== 'EWOULDBLOCK') throw e
+    const holder = readHolder(dir)
+    throw new EmbeddedEngineBusyError(
+      `the embedded ClickHouse data directory ${dir} is in use${holder ? ` by process ${holder}` : ''}; ` +
+        'only one worker process may hold the embedded engine. Set CLICKHOUSE_URL to a ClickHouse server to run more worker processes.',
+    )
   }
+  writeFileSync(path.join(dir, 'owner.pid'), String(process.pid))
+  return () => closeSync(fd)
 }
 
-/**
- * chDB binds one data directory to one process. A lock file holding our pid keeps a second
- * process from opening the same directory (which would corrupt it). The file is created
- * atomically (`wx`), so two processes starting at once cannot both win; a stale lock of a dead
- * pid is taken over.
- */
-function lockDataDir(dir: string): () => void {
-  mkdirSync(dir, { recursive: true })
-  const lockFile = path.join(dir, 'owner.pid')
-  for (let attempt = 0; ; attempt++) {
-    try {
-      writeFileSync(lockFile, String(process.pid), { flag: 'wx' })
-      break
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e
-    }
-    const pid = Number(readFileSync(lockFile, 'utf8').trim())
-    if (pid === process.pid) break
-    // An empty file is a lock being written right now, unless it is old (a crash mid-write).
-    const beingWritten = !pid && Date.now() - statSync(lockFile).mtimeMs < 5_000
-    if ((pid && pidAlive(pid)) || beingWritten || attempt >= 2) {
-      throw new EmbeddedEngineBusyError(
-        `the embedded ClickHouse data directory ${dir} is in use by process ${pid}; ` +
-          'only one worker process may hold the embedded engine. Set CLICKHOUSE_URL to a ClickHouse server to run more worker processes.',
-      )
-    }
-    rmSync(lockFile, { force: true })
-  }
-  return () => {
-    try {
-      if (Number(readFileSync(lockFile, 'utf8')) === process.pid) rmSync(lockFile)
-    } catch {
-      /* already gone */
-    }
+function readHolder(dir: string): number | undefined {
+  try {
+    return Number(readFileSync(path.join(dir, 'owner.pid'), 'utf8').trim()) || undefined
+  } catch {
+    return undefined
   }
 }
 

@@ -1,5 +1,6 @@
 import { batchInserterOf } from './batch-inserter.js'
 import type { ClickHouse } from './client.js'
+import { EVENT_OWNER, ownedEvents, type HistoryTables } from '../domain/segment-sql.js'
 
 /** One custom event or purchase occurrence as stored in ClickHouse. */
 export interface EventRow {
@@ -27,35 +28,25 @@ export async function insertEvents(ch: ClickHouse, rows: EventRow[]): Promise<vo
 }
 
 /**
- * Moves a merged profile's history to the kept profile: copy, then delete. Safe to repeat: a
- * copy made twice collapses under FINAL (same event ids), and the delete is idempotent.
+ * Occurrences of profiles as exports and segments see them: each row counted once per event id,
+ * under the profile that owns it now (merge overrides applied), and only for profiles that exist
+ * (a deleted profile's rows, until the sweep erases them, belong to nobody).
  */
-export async function reassignEvents(ch: ClickHouse, workspaceId: string, fromProfile: number, toProfile: number): Promise<void> {
-  const params = { ws: workspaceId, from: fromProfile, to: toProfile }
-  await ch.client.command({
-    query: `INSERT INTO ${ch.database}.events (workspace_id, profile_id, event_id, kind, name, app_id, time, properties, currency, price, quantity, inserted_at)
-            SELECT workspace_id, {to:UInt64}, event_id, kind, name, app_id, time, properties, currency, price, quantity, inserted_at
-              FROM ${ch.database}.events FINAL WHERE workspace_id = {ws:String} AND profile_id = {from:UInt64}`,
-    query_params: params,
-  })
-  await deleteEventsOf(ch, workspaceId, [fromProfile])
-}
-
-export async function deleteEventsOf(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<void> {
-  if (profileIds.length === 0) return
-  await ch.client.command({
-    query: `DELETE FROM ${ch.database}.events WHERE workspace_id = {ws:String} AND profile_id IN {ids:Array(UInt64)}`,
-    query_params: { ws: workspaceId, ids: profileIds },
-  })
-}
-
-/** Occurrences stored for profiles, counted once per event id (what exports and segments see). */
 export async function countEvents(ch: ClickHouse, workspaceId: string, profileIds?: number[]): Promise<{ kind: string; n: number }[]> {
+  const tables = historyTablesOf(ch)
   const rs = await ch.client.query({
-    query: `SELECT kind, count() AS n FROM ${ch.database}.events FINAL
-             WHERE workspace_id = {ws:String} ${profileIds ? 'AND profile_id IN {ids:Array(UInt64)}' : ''} GROUP BY kind ORDER BY kind`,
+    query: `SELECT e.kind AS kind, uniqExact(e.event_id) AS n FROM ${ownedEvents(tables)}
+             WHERE e.workspace_id = {ws:String}
+               AND ${EVENT_OWNER} IN (SELECT profile_id FROM ${ch.database}.profile_snapshots FINAL
+                                        WHERE workspace_id = {ws:String} ${profileIds ? 'AND profile_id IN {ids:Array(UInt64)}' : ''})
+             GROUP BY kind ORDER BY kind`,
     query_params: { ws: workspaceId, ids: profileIds ?? [] },
     format: 'JSONEachRow',
   })
   return (await rs.json<{ kind: string; n: string }>()).map((r) => ({ kind: r.kind, n: Number(r.n) }))
+}
+
+/** The tables event queries read: the events and the merge overrides applied to them. */
+export function historyTablesOf(ch: ClickHouse): HistoryTables {
+  return { eventsTable: `${ch.database}.events`, overridesTable: `${ch.database}.profile_overrides` }
 }

@@ -2,6 +2,7 @@ import type { Pool } from '../db/pool.js'
 import type { Filter } from '../domain/segment-filter.js'
 import { compileSegmentFilter, type CompiledFilter } from '../domain/segment-sql.js'
 import type { ClickHouse } from './client.js'
+import { historyTablesOf } from './event-repository.js'
 
 /** One segment member as stored: the profile id (a UInt64, kept as text) and its record JSON. */
 export interface MemberRow {
@@ -10,7 +11,7 @@ export interface MemberRow {
 }
 
 export function compileFor(ch: ClickHouse, filter: Filter): CompiledFilter {
-  return compileSegmentFilter(filter, { eventsTable: `${ch.database}.events` })
+  return compileSegmentFilter(filter, historyTablesOf(ch))
 }
 
 /** Current member count of a segment. The pool is unused: every input lives in ClickHouse. */

@@ -1,8 +1,10 @@
 import type pg from 'pg'
 import type { ClickHouse } from '../clickhouse/client.js'
-import { deleteEventsOf, insertEvents, reassignEvents, type EventRow } from '../clickhouse/event-repository.js'
-import { writeSnapshots, writeTombstones } from '../clickhouse/snapshot-repository.js'
-import { completeJob, pendingOutbox, recordAppliedJob, type Outbox } from '../db/repositories/job-ledger-repository.js'
+import { insertEvents, type EventRow } from '../clickhouse/event-repository.js'
+import { writeOverrides } from '../clickhouse/history-repository.js'
+import { writeSnapshots, writeTombstones, type Snapshot } from '../clickhouse/snapshot-repository.js'
+import { completeJobs, ledgerEntries, recordAppliedBatch, type BatchOutbox } from '../db/repositories/job-ledger-repository.js'
+import { recordErasures, type Erasures } from '../db/repositories/override-repository.js'
 import { loadUserRecords } from '../db/repositories/user-record-repository.js'
 import { withTransaction, type Pool } from '../db/pool.js'
 
@@ -13,65 +15,99 @@ export interface SyncDeps {
   clickhouse: ClickHouse
 }
 
+/** One job of a batch: its ledger key and workspace. */
+export interface BatchMember {
+  key: string
+  workspaceId: string
+}
+
+/** What applying a batch's new jobs committed. */
+export interface AppliedBatch {
+  outbox: BatchOutbox
+  errors: Map<string, unknown[]>
+  /** Snapshots built from the batch's own state; the outbox's other profiles are read back. */
+  snapshots: Snapshot[]
+  /** Profiles the batch deleted whose ClickHouse rows are to be erased: queued in the same transaction. */
+  erased: Erasures[]
+}
+
 /**
- * Applies a job exactly once, whatever instant a crash strikes:
- * 1. one Postgres transaction holds the job's effects, its ledger row and its outbox;
- * 2. the outbox then reaches ClickHouse (event rows with ids fixed at acceptance, which
- *    collapse under FINAL if written twice; history moves; profile snapshots by version), all
- *    of which are safe to repeat;
- * 3. the ledger row is marked completed.
- * A retry finds the ledger row and replays only step 2 if step 3 had not happened.
+ * Applies a batch of jobs (a prefix of an ordered queue) exactly once, whatever instant a crash
+ * strikes: the ledger tells which jobs an earlier attempt committed; the others are applied in one
+ * transaction holding their effects, a ledger row per job and the batch's outbox; then every outbox
+ * still owed (this batch's, and an earlier attempt's that crashed before ClickHouse) is written to
+ * ClickHouse (idempotent: event ids fixed at acceptance, versioned snapshots and overrides), and
+ * the jobs are marked completed. Nothing here rewrites or deletes ClickHouse rows: a deleted
+ * profile's tombstone hides it at once and the identity worker's sweep erases its rows later.
+ * Returns each job's non-fatal errors, also for jobs an earlier attempt applied.
  */
-export async function applyExactlyOnce(
+export async function applyBatchExactlyOnce<M extends BatchMember>(
   deps: SyncDeps,
-  job: { key: string; workspaceId: string },
-  apply: (db: pg.PoolClient) => Promise<Outbox>,
-  eventRows: (outbox: Outbox) => EventRow[],
-): Promise<{ firstAttempt: boolean }> {
-  let fresh: Outbox | undefined
-  try {
-    fresh = await withTransaction(deps.pg, async (db) => {
-      const outbox = await apply(db)
-      // Checked last: the common first attempt pays no extra round trip, a replay rolls back.
-      if (!(await recordAppliedJob(db, job.key, job.workspaceId, outbox))) throw new AlreadyApplied()
-      return outbox
-    })
-  } catch (e) {
-    if (!(e instanceof AlreadyApplied)) throw e
+  members: M[],
+  apply: (db: pg.PoolClient, fresh: M[]) => Promise<AppliedBatch>,
+  eventRows: (member: M, owners: (number | null)[]) => EventRow[],
+): Promise<Map<string, unknown[]>> {
+  const ledger = await ledgerEntries(deps.pg, members.map((m) => m.key))
+  const fresh = members.filter((m) => !ledger.has(m.key))
+  let applied: AppliedBatch | undefined
+  if (fresh.length) {
+    try {
+      applied = await withTransaction(deps.pg, async (db) => {
+        const result = await apply(db, fresh)
+        await recordErasures(db, result.erased)
+        const rows = fresh.map((m) => ({ key: m.key, workspaceId: m.workspaceId, errors: result.errors.get(m.key) ?? [] }))
+        if (!(await recordAppliedBatch(db, rows, result.outbox))) throw new AlreadyApplied()
+        return result
+      })
+    } catch (e) {
+      if (!(e instanceof AlreadyApplied)) throw e
+      return applyBatchExactlyOnce(deps, members, apply, eventRows)
+    }
   }
-  const outbox = fresh ?? (await pendingOutbox(deps.pg, job.key))
-  if (outbox) {
-    await syncClickHouse(deps, job.workspaceId, outbox, eventRows(outbox))
-    await completeJob(deps.pg, job.key)
-  }
-  return { firstAttempt: fresh !== undefined }
-}
 
-/** Brings ClickHouse up to date with committed Postgres changes; every step is idempotent. */
-export async function syncClickHouse(deps: SyncDeps, workspaceId: string, outbox: Outbox, events: EventRow[]): Promise<void> {
-  for (const move of outbox.reassign ?? []) await reassignEvents(deps.clickhouse, workspaceId, move.from, move.to)
-  // Independent, so the snapshot read from Postgres and both inserts overlap (a third faster per job).
-  await Promise.all([insertEvents(deps.clickhouse, events), writeProfileSnapshots(deps, workspaceId, outbox.profileIds)])
-  // After the insert, so that events of a profile deleted by this job are erased too.
-  const deleted = outbox.deletedProfiles ?? []
-  if (deleted.length) {
-    await deleteEventsOf(deps.clickhouse, workspaceId, deleted.map((d) => d.id))
-    await writeTombstones(deps.clickhouse, workspaceId, deleted)
+  // Outboxes owed: this batch's, and those of earlier attempts that committed but did not complete.
+  const owed = members.filter((m) => ledger.get(m.key)?.completed === false)
+  const outboxes = new Map<string, BatchOutbox>()
+  for (const m of owed) {
+    const entry = ledger.get(m.key)!
+    if (entry.outbox) outboxes.set(entry.batchKey, entry.outbox)
   }
-}
-
-/** Snapshots of the profiles' current committed state (profiles deleted since are skipped). */
-export async function writeProfileSnapshots(deps: SyncDeps, workspaceId: string, profileIds: number[]): Promise<void> {
-  if (profileIds.length === 0) return
-  const records = await loadUserRecords(deps.pg, [...new Set(profileIds)])
-  await writeSnapshots(
-    deps.clickhouse,
-    [...records.values()].map(({ record, profile }) => ({
-      workspace_id: workspaceId,
-      profile_id: profile.id,
-      version: profile.version,
-      random_bucket: profile.random_bucket,
-      record,
-    })),
+  const events: EventRow[] = []
+  for (const m of owed) {
+    const entry = ledger.get(m.key)!
+    events.push(...eventRows(m, entry.outbox?.owners[m.key] ?? []))
+  }
+  for (const m of fresh) events.push(...eventRows(m, applied!.outbox.owners[m.key] ?? []))
+  const inMemory = new Set((applied?.snapshots ?? []).map((s) => `${s.workspace_id}\u0000${s.profile_id}`))
+  const sent = [...outboxes.values(), ...(applied ? [applied.outbox] : [])]
+  const readBack = sent.flatMap((o) =>
+    o.profiles.map((p) => ({ workspaceId: p.workspaceId, profileIds: p.profileIds.filter((id) => !inMemory.has(`${p.workspaceId}\u0000${id}`)) })),
   )
+  const snapshots = [...(applied?.snapshots ?? []), ...(await readSnapshotsOf(deps, readBack))]
+  const tombstones = sent.flatMap((o) => o.deleted.map((d) => writeTombstones(deps.clickhouse, d.workspaceId, d.profiles)))
+  await Promise.all([
+    insertEvents(deps.clickhouse, events),
+    writeSnapshots(deps.clickhouse, snapshots),
+    ...tombstones,
+    writeOverrides(deps.clickhouse, sent.flatMap((o) => o.overrides ?? [])),
+  ])
+  await completeJobs(deps.pg, [...owed, ...fresh].map((m) => m.key))
+
+  const errors = new Map<string, unknown[]>()
+  for (const m of members) errors.set(m.key, applied?.errors.get(m.key) ?? ledger.get(m.key)?.errors ?? [])
+  return errors
+}
+
+/** Snapshots of profiles' current committed state, read back from Postgres (profiles deleted since are skipped). */
+async function readSnapshotsOf(deps: SyncDeps, wanted: { workspaceId: string; profileIds: number[] }[]): Promise<Snapshot[]> {
+  const ids = [...new Set(wanted.flatMap((w) => w.profileIds))]
+  if (ids.length === 0) return []
+  const records = await loadUserRecords(deps.pg, ids)
+  return [...records.values()].map(({ record, profile }) => ({
+    workspace_id: profile.workspace_id,
+    profile_id: profile.id,
+    version: profile.version,
+    random_bucket: profile.random_bucket,
+    record,
+  }))
 }

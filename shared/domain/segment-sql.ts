@@ -15,10 +15,27 @@ export interface CompiledFilter {
   params: Record<string, unknown>
 }
 
-export interface CompileOptions {
-  /** Fully qualified `events` table, e.g. `db.events`. */
+/** Fully qualified tables the event rules read, e.g. `db.events` and `db.profile_overrides`. */
+export interface HistoryTables {
   eventsTable: string
+  overridesTable: string
 }
+
+/**
+ * The events of workspace `{ws:String}` joined to the merge overrides not yet squashed into them
+ * (docs/identity.md): a merged profile's rows read as the profile it was merged into from the
+ * moment the merge is done. Columns are `e.*`; EVENT_OWNER is the owning profile. Rows are to be
+ * counted once per event id: a row the sweep has copied but not yet deleted, or one a retried
+ * insert wrote twice, has the same id (this replaces FINAL, which would not see the first case).
+ */
+export function ownedEvents(t: HistoryTables): string {
+  return `${t.eventsTable} AS e LEFT ANY JOIN (SELECT old_profile_id, new_profile_id FROM ${t.overridesTable} FINAL WHERE workspace_id = {ws:String}) AS o
+    ON e.profile_id = o.old_profile_id`
+}
+
+/** The profile owning a row of `ownedEvents` (an unmatched join leaves `o` empty or NULL, never equal). */
+export const EVENT_OWNER = 'if(o.old_profile_id = e.profile_id, o.new_profile_id, e.profile_id)'
+
 
 type Scalar = string | number | boolean
 
@@ -125,28 +142,34 @@ function valueRule(s: JsonSource, op: string, value: unknown, p: ParamBinder): s
 
 const field = (name: string): JsonSource => ({ doc: 'record', path: `'${name}'` })
 
-/** Occurrence counts from `events FINAL`; a rule that zero satisfies is written as "not among the users failing it". */
-function countRule(kind: 'event' | 'purchase', name: string, f: { op: keyof typeof COUNT_OPERATORS; value: number; within_days?: number }, p: ParamBinder, o: CompileOptions): string {
+/**
+ * Occurrence counts per owning profile (merge overrides applied); a rule that zero satisfies is
+ * written as "not among the users failing it". The keyset cursor skips owners the outer query
+ * skips anyway, and rows of profiles merged into one of the owners left.
+ */
+function countRule(kind: 'event' | 'purchase', name: string, f: { op: keyof typeof COUNT_OPERATORS; value: number; within_days?: number }, p: ParamBinder, t: HistoryTables): string {
   const operator = COUNT_OPERATORS[f.op]
   const zeroMatches = ZERO_MATCHES[f.op](f.value)
-  const conditions = ['workspace_id = {ws:String}', 'profile_id > {after:UInt64}', `kind = '${kind}'`]
-  if (!(kind === 'purchase' && name === '*')) conditions.push(`name = ${p.bind(name, 'String')}`)
-  if (f.within_days !== undefined) conditions.push(`time >= now64(3) - toIntervalDay(${p.bind(f.within_days, 'UInt32')})`)
-  const having = `count() ${operator} ${p.bind(f.value, 'UInt64')}`
-  const subquery = `SELECT profile_id FROM ${o.eventsTable} FINAL WHERE ${conditions.join(' AND ')} GROUP BY profile_id HAVING ${zeroMatches ? `NOT (${having})` : having}`
+  const mergedAfter = `SELECT old_profile_id FROM ${t.overridesTable} FINAL WHERE workspace_id = {ws:String} AND new_profile_id > {after:UInt64}`
+  const conditions = ['e.workspace_id = {ws:String}', `(e.profile_id > {after:UInt64} OR e.profile_id IN (${mergedAfter}))`, `e.kind = '${kind}'`]
+  if (!(kind === 'purchase' && name === '*')) conditions.push(`e.name = ${p.bind(name, 'String')}`)
+  if (f.within_days !== undefined) conditions.push(`e.time >= now64(3) - toIntervalDay(${p.bind(f.within_days, 'UInt32')})`)
+  const having = `uniqExact(e.event_id) ${operator} ${p.bind(f.value, 'UInt64')}`
+  const subquery = `SELECT ${EVENT_OWNER} AS owner FROM ${ownedEvents(t)} WHERE ${conditions.join(' AND ')}
+    GROUP BY owner HAVING owner > {after:UInt64} AND ${zeroMatches ? `NOT (${having})` : having}`
   return `(profile_id ${zeroMatches ? 'NOT IN' : 'IN'} (${subquery}))`
 }
 
-function compileNode(f: Filter, p: ParamBinder, o: CompileOptions): string {
-  if ('all' in f) return allOf(f.all.map((x) => compileNode(x, p, o)))
-  if ('any' in f) return anyOf(f.any.map((x) => compileNode(x, p, o)))
-  if ('not' in f) return not(compileNode(f.not, p, o))
+function compileNode(f: Filter, p: ParamBinder, t: HistoryTables): string {
+  if ('all' in f) return allOf(f.all.map((x) => compileNode(x, p, t)))
+  if ('any' in f) return anyOf(f.any.map((x) => compileNode(x, p, t)))
+  if ('not' in f) return not(compileNode(f.not, p, t))
   if ('field' in f) return valueRule(field(f.field), f.op, f.value, p)
   if ('custom_attribute' in f) {
     return valueRule({ doc: 'record', path: `'custom_attributes', ${p.bind(f.custom_attribute, 'String')}` }, f.op, f.value, p)
   }
-  if ('custom_event' in f) return countRule('event', f.custom_event, f, p, o)
-  if ('purchase' in f) return countRule('purchase', f.purchase, f, p, o)
+  if ('custom_event' in f) return countRule('event', f.custom_event, f, p, t)
+  if ('purchase' in f) return countRule('purchase', f.purchase, f, p, t)
   if ('random_bucket' in f) {
     const bounds: string[] = []
     if (f.random_bucket.gte !== undefined) bounds.push(`random_bucket >= ${p.bind(f.random_bucket.gte, 'UInt16')}`)
@@ -163,9 +186,9 @@ function compileNode(f: Filter, p: ParamBinder, o: CompileOptions): string {
   throw new Error(`unknown filter rule ${JSON.stringify(f)}`)
 }
 
-export function compileSegmentFilter(filter: Filter, options: CompileOptions): CompiledFilter {
+export function compileSegmentFilter(filter: Filter, tables: HistoryTables): CompiledFilter {
   const p = new ParamBinder()
-  const where = compileNode(filter, p, options)
+  const where = compileNode(filter, p, tables)
   return { where, params: p.values }
 }
 

@@ -6,7 +6,7 @@ import { IdentityJob } from '../../workers/identity/schema.js'
 import { TrackJob } from '../../workers/track/schema.js'
 import { ApiError } from '../errors.js'
 import { QueueNames, type QueueRegistry, type WorkerRole, isOrderedQueue } from './queues.js'
-import type { RequestTracker } from './request-tracker.js'
+import type { BacklogBound, BacklogRefusal, JobShare, RequestTracker } from './request-tracker.js'
 
 /** One job type per queue; the payload schema is shared by producer and consumer. */
 export const JobPayloads = {
@@ -45,25 +45,66 @@ export interface Producer {
   tracker: RequestTracker
 }
 
+/** Objects a job adds to the track backlog: everything a track partition job will apply. */
+export function backlogObjects(job: QueuedJob): number {
+  if (job.name !== 'applyTrackBatch') return 0
+  const d = job.data
+  return d.attributes.length + d.events.length + d.purchases.length + d.subscriptionChanges.length + d.emailStateChanges.length
+}
+
+/** A refusal because the track backlog is full: 429, with a Retry-After the caller sets. */
+export class BacklogFullError extends ApiError {
+  constructor(readonly refusal: BacklogRefusal, readonly retryAfterSeconds: number) {
+    const whose = refusal.scope === 'workspace' ? "this workspace's" : "the service's"
+    super(429, 'backlog_full', `backlog full: ${whose} accepted work not yet applied is at its limit; retry after ${retryAfterSeconds} s`, {
+      reason: 'backlog_full',
+      scope: refusal.scope,
+    })
+  }
+}
+
+/** Objects the workers surely apply a second, even before batching: a cautious drain rate for Retry-After. */
+const CAUTIOUS_APPLY_RATE = 4000
+
 /**
  * Enqueues every job of one accepted request and records its progress entry. Awaited before the
- * API answers; when Redis is away the caller gets a 503 and nothing was accepted.
+ * API answers; when Redis is away the caller gets a 503 and nothing was accepted. Track jobs count
+ * toward the backlog; with `backlogBound` the request is refused (BacklogFullError, nothing
+ * enqueued) when it would not fit.
  */
 export async function submitRequest(
   producer: Producer,
-  req: { workspaceId: string; requestId: string; jobs: QueuedJob[]; errors?: unknown[] },
+  req: { workspaceId: string; requestId: string; jobs: QueuedJob[]; errors?: unknown[]; backlogBound?: BacklogBound },
 ): Promise<void> {
+  const jobKey = (i: number) => `${req.requestId}_${i}`
+  const shares: JobShare[] = req.jobs.map((job, i) => ({ jobKey: jobKey(i), objects: backlogObjects(job) })).filter((s) => s.objects > 0)
+  let refusal: BacklogRefusal | undefined
   try {
-    await producer.tracker.create(req.requestId, req.workspaceId, req.jobs.length, req.errors)
+    refusal = await producer.tracker.create(req.requestId, req.workspaceId, req.jobs.length, req.errors, { shares, bound: req.backlogBound })
+  } catch (e) {
+    throw unavailable(e)
+  }
+  if (refusal) {
+    const excess = refusal.objects + shares.reduce((n, s) => n + s.objects, 0) - refusal.limit
+    throw new BacklogFullError(refusal, Math.min(60, Math.max(1, Math.ceil(excess / CAUTIOUS_APPLY_RATE))))
+  }
+  try {
     const byQueue = new Map<string, { name: string; data: unknown; opts: JobsOptions }[]>()
     req.jobs.forEach((job, i) => {
       const queue = queueOf(job)
       const list = byQueue.get(queue) ?? []
-      list.push({ name: job.name, data: job.data, opts: { ...optionsFor(queue), ...job.opts, jobId: `${req.requestId}_${i}` } })
+      list.push({ name: job.name, data: job.data, opts: { ...optionsFor(queue), ...job.opts, jobId: jobKey(i) } })
       byQueue.set(queue, list)
     })
     await Promise.all([...byQueue].map(([queue, jobs]) => producer.queues.get(queue).addBulk(jobs)))
   } catch (e) {
-    throw new ApiError(503, 'queue_unavailable', `the service cannot accept work right now (queue unavailable): ${(e as Error).message}`)
+    // Gives back every unreported share, also of a job that did reach a queue (its report then gives
+    // nothing back): the backlog undercounts for a moment, never leaks.
+    if (shares.length) await producer.tracker.release(req.requestId).catch(() => {})
+    throw unavailable(e)
   }
+}
+
+function unavailable(e: unknown): ApiError {
+  return new ApiError(503, 'queue_unavailable', `the service cannot accept work right now (queue unavailable): ${(e as Error).message}`)
 }

@@ -1,6 +1,15 @@
+import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 
 export type RequestStatus = 'queued' | 'processing' | 'done' | 'failed'
+
+/** The end of one job of a request (jobKey: the BullMQ job id). */
+export interface JobReport {
+  requestId: string
+  jobKey: string
+  status: 'done' | 'failed'
+  errors?: unknown[]
+}
 
 export interface RequestProgress {
   request_id: string
@@ -8,11 +17,137 @@ export interface RequestProgress {
   errors?: unknown[]
 }
 
+/** Objects a job adds to the track backlog until it is reported (0: it does not count). */
+export interface JobShare {
+  jobKey: string
+  objects: number
+}
+
+/** Bounds on accepted-but-unapplied track objects; undefined: unbounded. */
+export interface BacklogBound {
+  all?: number
+  workspace?: number
+}
+
+/** Why `create` refused a request: the backlog it would have overfilled. */
+export interface BacklogRefusal {
+  scope: 'workspace' | 'all'
+  objects: number
+  limit: number
+}
+
+export interface BacklogState {
+  all: number
+  byWorkspace: Map<string, number>
+}
+
 const TTL_SECONDS = 24 * 3600
 
 /**
+ * KEYS: request hash, its error list, the backlog hash. ARGV: workspace, total jobs, ttl, bound on
+ * all (-1: none), bound on the workspace (-1: none), enforce (1/0), share count n, n pairs
+ * (jobKey, objects), then the request's errors. Checks and takes the backlog share and records the
+ * request in one step, so two concurrent requests can never both squeeze under the bound.
+ */
+const CREATE = `
+local n = tonumber(ARGV[7])
+local sum = 0
+for i = 0, n - 1 do sum = sum + tonumber(ARGV[9 + 2 * i]) end
+local wsField = 'ws:' .. ARGV[1]
+if sum > 0 then
+  if ARGV[6] == '1' then
+    local maxWs = tonumber(ARGV[5])
+    local ws = tonumber(redis.call('HGET', KEYS[3], wsField) or '0')
+    if maxWs >= 0 and ws + sum > maxWs then return {'workspace', ws, maxWs} end
+    local maxAll = tonumber(ARGV[4])
+    local all = tonumber(redis.call('HGET', KEYS[3], 'all') or '0')
+    if maxAll >= 0 and all + sum > maxAll then return {'all', all, maxAll} end
+  end
+  redis.call('HINCRBY', KEYS[3], 'all', sum)
+  redis.call('HINCRBY', KEYS[3], wsField, sum)
+end
+local fields = {'workspace', ARGV[1], 'total', ARGV[2], 'started', 0}
+for i = 0, n - 1 do
+  if tonumber(ARGV[9 + 2 * i]) > 0 then
+    fields[#fields + 1] = 'w:' .. ARGV[8 + 2 * i]
+    fields[#fields + 1] = ARGV[9 + 2 * i]
+  end
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if #ARGV > 7 + 2 * n then
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, 8 + 2 * n))
+  redis.call('EXPIRE', KEYS[2], ARGV[3])
+end
+return 0`
+
+/** Gives a backlog share back; a field at or below zero is dropped, so idle workspaces leave no trace. */
+const GIVE_BACK = `
+local function giveBack(backlog, field, objects)
+  if redis.call('HINCRBY', backlog, field, -objects) <= 0 then redis.call('HDEL', backlog, field) end
+end
+local function releaseJob(backlog, k, job)
+  local w = redis.call('HGET', k, 'w:' .. job)
+  if w then
+    redis.call('HDEL', k, 'w:' .. job)
+    giveBack(backlog, 'all', tonumber(w))
+    giveBack(backlog, 'ws:' .. redis.call('HGET', k, 'workspace'), tonumber(w))
+  end
+end
+`
+
+/**
+ * KEYS: the backlog hash. ARGV: request key prefix, ttl, then per report: requestId, jobKey,
+ * status, error count e, e errors. A job's errors and its backlog share are handled only when the
+ * job is first reported (in neither the done nor the failed set yet): a replay changes nothing.
+ */
+const REPORT = `${GIVE_BACK}
+local i = 3
+while i <= #ARGV do
+  local k = ARGV[1] .. ARGV[i]
+  local job, status, e = ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local new = redis.call('SISMEMBER', k .. ':done', job) == 0 and redis.call('SISMEMBER', k .. ':failed', job) == 0
+  redis.call('SADD', k .. ':' .. status, job)
+  redis.call('EXPIRE', k .. ':' .. status, ARGV[2])
+  if new then
+    if e > 0 then
+      redis.call('RPUSH', k .. ':errors', unpack(ARGV, i + 4, i + 3 + e))
+      redis.call('EXPIRE', k .. ':errors', ARGV[2])
+    end
+    releaseJob(KEYS[1], k, job)
+  end
+  i = i + 4 + e
+end
+return 0`
+
+/** KEYS: request hash, backlog hash. Gives back the shares of the request's jobs not reported yet. */
+const RELEASE = `${GIVE_BACK}
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(f, 1, 2) == 'w:' then releaseJob(KEYS[2], KEYS[1], string.sub(f, 3)) end
+end
+return 0`
+
+/** EVALSHA, falling back to EVAL once after a Redis restart emptied the script cache. */
+function script(lua: string) {
+  const sha = createHash('sha1').update(lua).digest('hex')
+  return async (redis: Redis, keys: string[], args: (string | number)[]): Promise<unknown> => {
+    try {
+      return await redis.evalsha(sha, keys.length, ...keys, ...args)
+    } catch (e) {
+      if (!String((e as Error).message).startsWith('NOSCRIPT')) throw e
+      return redis.eval(lua, keys.length, ...keys, ...args)
+    }
+  }
+}
+
+const createScript = script(CREATE)
+const reportScript = script(REPORT)
+const releaseScript = script(RELEASE)
+
+/**
  * Progress of queued work, kept in Redis beside the queues for 24 hours. Completion is a set of
- * job keys, so a job reported twice (a retry after a crash) is counted once.
+ * job keys, so a job reported twice (a retry after a crash) is counted once. It also keeps the
+ * track backlog: objects of accepted jobs not reported yet, in all and per workspace.
  */
 export class RequestTracker {
   constructor(private readonly redis: Redis, private readonly prefix: string) {}
@@ -21,32 +156,86 @@ export class RequestTracker {
     return `${this.prefix}:request:${id}`
   }
 
-  async create(requestId: string, workspaceId: string, totalJobs: number, errors: unknown[] = []): Promise<void> {
+  private get backlogKey() {
+    return `${this.prefix}:backlog`
+  }
+
+  /**
+   * Records an accepted request. With `shares`, its jobs' objects join the backlog, and with
+   * `bound` the request is refused (nothing recorded) when they would not fit.
+   */
+  async create(
+    requestId: string,
+    workspaceId: string,
+    totalJobs: number,
+    errors: unknown[] = [],
+    backlog: { shares?: JobShare[]; bound?: BacklogBound } = {},
+  ): Promise<BacklogRefusal | undefined> {
     const k = this.key(requestId)
-    const m = this.redis.multi().hset(k, { workspace: workspaceId, total: totalJobs, started: 0 }).expire(k, TTL_SECONDS)
-    if (errors.length) m.rpush(`${k}:errors`, ...errors.map((e) => JSON.stringify(e))).expire(`${k}:errors`, TTL_SECONDS)
-    await m.exec()
+    const shares = backlog.shares ?? []
+    const bound = backlog.bound
+    const r = await createScript(this.redis, [k, `${k}:errors`, this.backlogKey], [
+      workspaceId,
+      totalJobs,
+      TTL_SECONDS,
+      bound?.all ?? -1,
+      bound?.workspace ?? -1,
+      bound ? 1 : 0,
+      shares.length,
+      ...shares.flatMap((s) => [s.jobKey, s.objects]),
+      ...errors.map((e) => JSON.stringify(e)),
+    ])
+    if (!Array.isArray(r)) return undefined
+    return { scope: r[0] as BacklogRefusal['scope'], objects: Number(r[1]), limit: Number(r[2]) }
+  }
+
+  /** Gives back the backlog shares of a request whose jobs could not all be enqueued. */
+  async release(requestId: string): Promise<void> {
+    await releaseScript(this.redis, [this.key(requestId), this.backlogKey], [])
   }
 
   async markStarted(requestId: string): Promise<void> {
-    await this.redis.hset(this.key(requestId), 'started', 1)
+    await this.markStartedMany([requestId])
+  }
+
+  /** One round trip for a whole batch. */
+  async markStartedMany(requestIds: string[]): Promise<void> {
+    if (requestIds.length === 0) return
+    const m = this.redis.pipeline()
+    for (const id of requestIds) m.hset(this.key(id), 'started', 1)
+    await m.exec()
+  }
+
+  /**
+   * Records the end of jobs, one round trip (one script) for a whole batch. Idempotent per job: a
+   * job reported twice (a replay after a crash) records its errors once, counts once and gives its
+   * backlog share back once.
+   */
+  async reportJobs(reports: JobReport[]): Promise<void> {
+    if (reports.length === 0) return
+    const args: (string | number)[] = [`${this.prefix}:request:`, TTL_SECONDS]
+    for (const r of reports) {
+      const errors = (r.errors ?? []).map((e) => JSON.stringify(e))
+      args.push(r.requestId, r.jobKey, r.status, errors.length, ...errors)
+    }
+    await reportScript(this.redis, [this.backlogKey], args)
   }
 
   /** `errors` are non-fatal (an object skipped); a job reported twice records them once. */
   async markJobDone(requestId: string, jobKey: string, errors: unknown[] = []): Promise<void> {
-    const k = this.key(requestId)
-    if (errors.length) {
-      const first = await this.redis.sadd(`${k}:reported`, jobKey)
-      if (first) await this.redis.multi().expire(`${k}:reported`, TTL_SECONDS).rpush(`${k}:errors`, ...errors.map((e) => JSON.stringify(e))).expire(`${k}:errors`, TTL_SECONDS).exec()
-    }
-    await this.redis.multi().sadd(`${k}:done`, jobKey).expire(`${k}:done`, TTL_SECONDS).exec()
+    await this.reportJobs([{ requestId, jobKey, status: 'done', errors }])
   }
 
   async markJobFailed(requestId: string, jobKey: string, errors: unknown[]): Promise<void> {
-    const k = this.key(requestId)
-    const m = this.redis.multi().sadd(`${k}:failed`, jobKey).expire(`${k}:failed`, TTL_SECONDS)
-    if (errors.length) m.rpush(`${k}:errors`, ...errors.map((e) => JSON.stringify(e))).expire(`${k}:errors`, TTL_SECONDS)
-    await m.exec()
+    await this.reportJobs([{ requestId, jobKey, status: 'failed', errors }])
+  }
+
+  /** Objects of accepted track jobs not applied yet, in all and per workspace (only those holding some). */
+  async backlog(): Promise<BacklogState> {
+    const h = await this.redis.hgetall(this.backlogKey)
+    const byWorkspace = new Map<string, number>()
+    for (const [f, v] of Object.entries(h)) if (f.startsWith('ws:')) byWorkspace.set(f.slice(3), Number(v))
+    return { all: Number(h.all ?? 0), byWorkspace }
   }
 
   /** Undefined when unknown or owned by another workspace (both answer 404). */

@@ -5,6 +5,13 @@ import type { TestEnv } from './harness.js'
 const root = path.resolve(import.meta.dirname, '../..')
 
 /** A worker process of its own (`main.ts worker ...`) on the test env's database and queues, with its own embedded ClickHouse. */
+const spawned: ChildProcess[] = []
+
+/** Kills every worker process this test file started that still runs: for afterAll, so a test failing midway leaves none behind. */
+export function killSpawnedWorkers(): void {
+  for (const child of spawned) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+}
+
 export function spawnWorkerProcess(env: TestEnv, dataDir: string, roles: string[] = ['track'], extraEnv: Record<string, string> = {}): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts', 'worker', ...roles], {
     cwd: root,
@@ -22,6 +29,7 @@ export function spawnWorkerProcess(env: TestEnv, dataDir: string, roles: string[
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   })
+  spawned.push(child)
   return child
 }
 

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { lockDataDir } from '../../shared/clickhouse/client.js'
 import { ConfigError, loadConfig } from '../../shared/config.js'
 import { dropTestDatabase } from '../helpers/harness.js'
 
@@ -107,10 +108,8 @@ describe('service entry point', () => {
 
   it('stops a second process that would open the embedded ClickHouse data directory another one holds', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-lock-'))
-    const lockFile = path.join(dataDir, 'clickhouse', 'owner.pid')
-    mkdirSync(path.dirname(lockFile), { recursive: true })
-    // This test process stands for the first worker: a live pid in the lock.
-    writeFileSync(lockFile, String(process.pid))
+    // This test process stands for the first worker: it holds the directory's lock.
+    const unlock = lockDataDir(path.join(dataDir, 'clickhouse'))
     const dbName = `uds_test_lock_${randomBytes(4).toString('hex')}`
     try {
       const r = await runMain(['worker', 'track'], {
@@ -119,10 +118,11 @@ describe('service entry point', () => {
         QUEUE_PREFIX: `udstest_${randomBytes(4).toString('hex')}`,
       })
       expect(r.code).toBe(2)
-      expect(r.stderr).toContain(`is in use by process ${process.pid}`)
+      expect(r.stderr).toContain(`${path.join(dataDir, 'clickhouse')} is in use by process ${process.pid}`)
       expect(r.stderr).toContain('Set CLICKHOUSE_URL')
-      expect(readFileSync(lockFile, 'utf8')).toBe(String(process.pid))
+      expect(readFileSync(path.join(dataDir, 'clickhouse', 'owner.pid'), 'utf8')).toBe(String(process.pid))
     } finally {
+      unlock()
       await dropTestDatabase(dbName)
       rmSync(dataDir, { recursive: true, force: true })
     }

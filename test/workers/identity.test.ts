@@ -1,10 +1,9 @@
-import type { Job } from 'bullmq'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { countEvents } from '../../shared/clickhouse/event-repository.js'
 import { readSnapshots } from '../../shared/clickhouse/snapshot-repository.js'
 import { withTransaction } from '../../shared/db/pool.js'
-import { recordAppliedJob } from '../../shared/db/repositories/job-ledger-repository.js'
-import { applyIdentityOperation, createIdentityProcessor } from '../../workers/identity/processor.js'
+import { recordAppliedBatch } from '../../shared/db/repositories/job-ledger-repository.js'
+import { applyIdentityTransaction, createIdentityProcessor } from '../../workers/identity/processor.js'
 import type { IdentityJob } from '../../workers/identity/schema.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 
@@ -356,12 +355,13 @@ describe('order and safety', () => {
       workspaceId: ws.id,
       requestId: 'crash-request',
       acceptedAt: Date.now(),
-      operation: { type: 'merge', index: 0, toMerge: { kind: 'external_id', value: 'cm' }, toKeep: { kind: 'external_id', value: 'ck' } },
+      operations: [{ type: 'merge', index: 0, toMerge: { kind: 'external_id', value: 'cm' }, toKeep: { kind: 'external_id', value: 'ck' } }],
     }
     const key = `identity:crash-${ws.id}`
-    // The first attempt commits its Postgres transaction, then dies before touching ClickHouse.
+    // The first attempt commits its Postgres transaction (as applyBatchExactlyOnce does), then dies before touching ClickHouse.
     await withTransaction(env.ctx.pg, async (db) => {
-      expect(await recordAppliedJob(db, key, ws.id, await applyIdentityOperation(db, job))).toBe(true)
+      const applied = await applyIdentityTransaction(db, [{ key, job }])
+      expect(await recordAppliedBatch(db, [{ key, workspaceId: ws.id, errors: [] }], applied.outbox)).toBe(true)
     })
     expect(await countEvents(env.clickhouse, ws.id, [m])).toEqual([{ kind: 'event', n: 2 }])
 
@@ -369,8 +369,9 @@ describe('order and safety', () => {
       config: env.config, logger: env.ctx.logger, pg: env.ctx.pg, clickhouse: env.clickhouse,
       producer: { queues: env.ctx.queues, tracker: env.ctx.tracker }, metrics: env.metrics,
     })
-    const bullJob = { id: `crash-${ws.id}` } as Job
-    for (let attempt = 0; attempt < 2; attempt++) expect(await processor(job, bullJob)).toEqual({ status: 'ok', applied: 1, errors: [] })
+    for (let attempt = 0; attempt < 2; attempt++) {
+      expect(await processor.apply([{ id: `crash-${ws.id}`, data: job }])).toEqual([{ status: 'ok', applied: 1, errors: [] }])
+    }
 
     const kept = await one({ external_ids: ['ck'] })
     expect(kept.custom_events).toEqual([{ name: 'e', first: t, last: t, count: 3 }])

@@ -1,18 +1,16 @@
-import type pg from 'pg'
-import type { Outbox } from '../../shared/db/repositories/job-ledger-repository.js'
-import { deleteProfiles, lockProfiles } from '../../shared/db/repositories/profile-repository.js'
-import { lookupOf, resolveTarget, unresolvedError } from './resolve.js'
+import type { IdentityBatch } from './identity-batch.js'
+import { resolveTarget, unresolvedError, type IdentityError } from './resolve.js'
 import type { DeleteOperation } from './schema.js'
 
 /**
  * One identifier of /users/delete: erases the user. Postgres drops the profile with its aliases,
- * push tokens, summaries and subscription states (cascade); the outbox then deletes the user's
- * event and purchase rows in ClickHouse and writes a snapshot tombstone, so no export or segment
- * count shows the user again.
+ * push tokens, summaries and subscription states (cascade); in ClickHouse a snapshot tombstone
+ * hides the user from exports and segments at once, and the sweep erases the user's rows
+ * physically within ERASURE_MAX_DELAY_SECONDS (docs/identity.md).
  */
-export async function applyDelete(db: pg.PoolClient, workspaceId: string, op: DeleteOperation): Promise<Outbox> {
-  const locked = await lockProfiles(db, workspaceId, lookupOf([op.user]))
-  const user = resolveTarget(locked, op.user)
-  if (user.kind !== 'one') return { profileIds: [], errors: [unresolvedError(op, op.user, user)] }
-  return { profileIds: [], deletedProfiles: await deleteProfiles(db, [user.candidate.id]) }
+export async function applyDelete(batch: IdentityBatch, op: DeleteOperation): Promise<IdentityError | undefined> {
+  const user = resolveTarget(batch, op.user)
+  if (user.kind !== 'one') return unresolvedError(op, op.user, user)
+  await batch.delete(user.candidate)
+  return undefined
 }

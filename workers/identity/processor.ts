@@ -1,26 +1,23 @@
 import type pg from 'pg'
-import type { Outbox } from '../../shared/db/repositories/job-ledger-repository.js'
-import { applyExactlyOnce } from '../../shared/domain/exactly-once.js'
+import { applyBatchExactlyOnce, type AppliedBatch } from '../../shared/domain/exactly-once.js'
 import { RetryableError } from '../../shared/errors.js'
 import type { WorkerDeps } from '../deps.js'
-import { ok, type Processor } from '../runner.js'
+import { ok, type BatchProcessor } from '../runner.js'
+import { applyIdentityJobs, type KeyedIdentityJob } from './apply-batch.js'
 import { waitForEarlierTrackWork } from './barrier.js'
-import { applyDelete } from './delete.js'
-import { applyIdentify } from './identify.js'
-import { applyMerge } from './merge.js'
-import type { IdentityJob } from './schema.js'
 
-/** Applies one identity operation inside the caller's transaction; returns what ClickHouse still needs. */
-export async function applyIdentityOperation(db: pg.PoolClient, job: IdentityJob): Promise<Outbox> {
-  const op = job.operation
+/** Operations a batch may hold: ten requests of 50, still one short transaction. */
+export const IDENTITY_BATCH_MAX_OPERATIONS = 500
+
+/** A batch's new jobs applied inside the exactly-once transaction, with what ClickHouse is then owed. */
+export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedIdentityJob[]): Promise<AppliedBatch> {
   try {
-    switch (op.type) {
-      case 'merge':
-        return await applyMerge(db, job.workspaceId, op)
-      case 'identify':
-        return await applyIdentify(db, job.workspaceId, op)
-      case 'delete':
-        return await applyDelete(db, job.workspaceId, op)
+    const applied = await applyIdentityJobs(db, fresh, new Date().toISOString())
+    return {
+      outbox: { owners: {}, profiles: applied.changed, deleted: applied.deleted, overrides: applied.overrides },
+      errors: applied.errors,
+      snapshots: [],
+      erased: applied.erased,
     }
   } catch (e) {
     // A track job created a profile with the external id being given out: the retry finds it and merges.
@@ -30,23 +27,21 @@ export async function applyIdentityOperation(db: pg.PoolClient, job: IdentityJob
 }
 
 /**
- * applyIdentityChange: waits for track work accepted earlier (see barrier.ts), then applies the
- * operation exactly once. Problems with the named users (nobody, several, the same user twice)
+ * applyIdentityChange: the identity jobs waiting in the queue, applied together exactly once in
+ * acceptance order, after the track work accepted before the newest of them (one wait for the
+ * batch, see barrier.ts). Problems with the named users (nobody, several, the same user twice)
  * are non-fatal errors on the request; the job itself succeeds.
  */
-export function createIdentityProcessor(deps: WorkerDeps): Processor<'applyIdentityChange'> {
-  return async (job, bullJob) => {
-    await waitForEarlierTrackWork(deps.producer.queues, job.acceptedAt)
-    let errors: unknown[] = []
-    await applyExactlyOnce(
-      deps,
-      { key: `identity:${bullJob.id}`, workspaceId: job.workspaceId },
-      (db) => applyIdentityOperation(db, job),
-      (outbox) => {
-        errors = outbox.errors ?? []
-        return []
-      },
-    )
-    return ok(1, errors)
+export function createIdentityProcessor(deps: WorkerDeps): BatchProcessor<'applyIdentityChange'> {
+  return {
+    maxWeight: IDENTITY_BATCH_MAX_OPERATIONS,
+    weight: (job) => job.operations.length,
+    joins: () => true,
+    async apply(batch) {
+      await waitForEarlierTrackWork(deps.producer.queues, Math.max(...batch.map((b) => b.data.acceptedAt)))
+      const members = batch.map((b) => ({ key: `identity:${b.id}`, workspaceId: b.data.workspaceId, job: b.data }))
+      const errors = await applyBatchExactlyOnce(deps, members, applyIdentityTransaction, () => [])
+      return members.map((m) => ok(m.job.operations.length, errors.get(m.key)))
+    },
   }
 }

@@ -45,12 +45,15 @@ export type DeleteOperation = z.infer<typeof DeleteOperation>
 export const IdentityOperation = z.discriminatedUnion('type', [MergeOperation, IdentifyOperation, DeleteOperation])
 export type IdentityOperation = z.infer<typeof IdentityOperation>
 
-/** An identity change (merge, identify or delete) of one user, one job each. */
+/**
+ * The identity changes (merges, identifications or deletes) of one request, one job per request:
+ * applied in order, each reporting its own non-fatal errors.
+ */
 export const IdentityJob = z.object({
   workspaceId: z.string(),
   requestId: z.string(),
   /** Acceptance time (ms): track work accepted before it is applied first. */
   acceptedAt: z.number(),
-  operation: IdentityOperation,
+  operations: z.array(IdentityOperation).min(1),
 })
 export type IdentityJob = z.infer<typeof IdentityJob>

@@ -1,11 +1,9 @@
 import type pg from 'pg'
 import { addEventSummaries, type EventSummaryDelta } from '../../shared/db/repositories/event-summary-repository.js'
-import type { Outbox } from '../../shared/db/repositories/job-ledger-repository.js'
 import {
   allocateProfileIds,
   deleteProfiles,
   insertAliases,
-  lockProfiles,
   profilesWithEmails,
   saveProfiles,
   setEmailSubscribe,
@@ -16,8 +14,10 @@ import {
 import { upsertProfileSubscriptions, type ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import { emptyAnonymousProfiles, findPushTokens, upsertPushTokens } from '../../shared/db/repositories/push-token-repository.js'
 import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
+import { lockProfileRecords } from '../../shared/db/repositories/user-record-repository.js'
+import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
-import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
+import { describeIdentifier, identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
 import { ProfileIndex } from './profile-index.js'
 import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from './schema.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
@@ -35,12 +35,12 @@ function createsByDefault(id: Identifier): boolean {
   return id.kind === 'external_id' || id.kind === 'email' || id.kind === 'phone'
 }
 
-function lookupOf(job: TrackJob): ProfileLookup {
-  const ids: Identifier[] = [
+function lookupOf(jobs: TrackJob[]): ProfileLookup {
+  const ids: Identifier[] = jobs.flatMap((job) => [
     ...job.attributes.flatMap((a) => (a.identifier ? [a.identifier] : [])),
     ...job.events.map((e) => e.identifier),
     ...job.purchases.map((p) => p.identifier),
-  ]
+  ])
   const values = (kind: Identifier['kind']) => [...new Set(ids.flatMap((i) => (i.kind === kind && 'value' in i ? [i.value] : [])))]
   return {
     externalIds: values('external_id'),
@@ -51,38 +51,90 @@ function lookupOf(job: TrackJob): ProfileLookup {
   }
 }
 
-/** An upper bound of the profiles a job can create: objects naming nobody yet, and imported tokens. */
-function creationsAtMost(job: TrackJob, index: ProfileIndex): number {
-  const unknown = (id: Identifier | undefined) => (id && !index.find(id) ? 1 : 0)
-  const imports = job.attributes.filter((a) => a.pushTokenImport).reduce((n, a) => n + a.pushTokens.length, 0)
-  const named = [...job.attributes.map((a) => a.identifier), ...job.events.map((e) => e.identifier), ...job.purchases.map((p) => p.identifier)]
-  return imports + named.reduce((n, id) => n + unknown(id), 0)
+/**
+ * An upper bound of the profiles jobs can create: each identifier naming nobody yet, each email or
+ * phone (an earlier object may move it off the profile holding it now), and each imported token.
+ */
+function creationsAtMost(jobs: TrackJob[], index: ProfileIndex): number {
+  const creators = new Set<string>()
+  let imports = 0
+  for (const job of jobs) {
+    for (const a of job.attributes) if (a.pushTokenImport) imports += a.pushTokens.length
+    const named = [...job.attributes.map((a) => a.identifier), ...job.events.map((e) => e.identifier), ...job.purchases.map((p) => p.identifier)]
+    for (const id of named) {
+      if (id && (id.kind === 'email' || id.kind === 'phone' || !index.find(id))) creators.add(identifierKey(id))
+    }
+  }
+  return imports + creators.size
 }
 
 /**
- * Applies one partition's share of a /users/track request inside the caller's transaction:
- * attributes, then events, then purchases, then subscription writes, each in request order.
- * Returns what ClickHouse still needs (event owners, profiles to snapshot, deletions).
+ * Whether a job's effects are all made in memory, so it may share a batch: no push tokens and no
+ * subscription or email states, whose rules read and write other profiles' rows in order.
  */
-export async function applyTrackBatch(db: pg.PoolClient, job: TrackJob, now: string): Promise<Outbox> {
-  const ws = job.workspaceId
-  const errors: ObjectError[] = []
-  const locked = await lockProfiles(db, ws, lookupOf(job))
-  const idPool: number[] = []
-  const index = new ProfileIndex(locked, ws, idPool, now)
-  // Ids only for profiles the job may create: none at all in the common case of known users.
-  idPool.push(...(await allocateProfileIds(db, creationsAtMost(job, index))))
+export function isPlainTrackJob(job: TrackJob): boolean {
+  return (
+    job.subscriptionChanges.length === 0 &&
+    job.emailStateChanges.length === 0 &&
+    job.attributes.every((a) => !a.pushTokenImport && a.pushTokens.length === 0 && a.subscriptionGroups.length === 0 && a.fields.email_subscribe === undefined)
+  )
+}
 
-  const tokens = job.attributes.flatMap((a) => a.pushTokens)
+/** A job of a batch, named by its ledger key. */
+export interface KeyedTrackJob {
+  key: string
+  job: TrackJob
+}
+
+/** What a batch's commit leaves for ClickHouse and for the requests' progress. */
+export interface AppliedTrackJobs {
+  /** Owner profile of each event and purchase occurrence, per job, in job order (null: not applied). */
+  owners: Map<string, (number | null)[]>
+  errors: Map<string, ObjectError[]>
+  /** Snapshots built from the batch's own state. */
+  snapshots: Snapshot[]
+  /** Profiles whose snapshot must be read back (changed by statements rather than in memory). */
+  reread: { workspaceId: string; profileIds: number[] }[]
+  deleted: { workspaceId: string; profiles: { id: number; version: number }[] }[]
+}
+
+/**
+ * Applies jobs in order inside the caller's transaction, each as if alone: attributes, then events,
+ * then purchases, then subscription writes, each in request order. Jobs of one workspace share
+ * one set of statements; a batch holds either plain jobs only or a single other job.
+ */
+export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], now: string): Promise<AppliedTrackJobs> {
+  const out: AppliedTrackJobs = { owners: new Map(), errors: new Map(), snapshots: [], reread: [], deleted: [] }
+  const byWorkspace = new Map<string, KeyedTrackJob[]>()
+  for (const j of jobs) {
+    const list = byWorkspace.get(j.job.workspaceId) ?? []
+    list.push(j)
+    byWorkspace.set(j.job.workspaceId, list)
+  }
+  for (const [ws, wsJobs] of byWorkspace) await applyWorkspaceJobs(db, ws, wsJobs, now, out)
+  return out
+}
+
+async function applyWorkspaceJobs(db: pg.PoolClient, ws: string, jobs: KeyedTrackJob[], now: string, out: AppliedTrackJobs): Promise<void> {
+  const all = jobs.map((j) => j.job)
+  const plain = all.every(isPlainTrackJob)
+  const idPool: number[] = []
+  const index = new ProfileIndex(await lockProfileRecords(db, ws, lookupOf(all)), ws, idPool, now)
+  // Ids only for profiles the jobs may create: none at all in the common case of known users.
+  idPool.push(...(await allocateProfileIds(db, creationsAtMost(all, index))))
+
+  const tokens = all.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
   const tokenOwners = new Map((await findPushTokens(db, ws, tokens)).map((t) => [tokenKey(t.app_id, t.token), t]))
   const tokenWrites = new Map<string, { app_id: string; token: string; profile_id: number; device_id: string | null }>()
   const formerTokenOwners = new Set<number>()
 
-  const groupIds = [...new Set(job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id)))]
+  const groupIds = [...new Set(all.flatMap((job) => job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id))))]
   const groups = await findSubscriptionGroups(db, ws, groupIds)
   const subscriptions: ProfileSubscription[] = []
   const sharedEmailChanges: { email: string; groups: ProfileSubscription[]; emailSubscribe?: string; source: number }[] = []
   const explicitEmailSubscribe = new Map<number, string>()
+  const summaries = new Map<string, EventSummaryDelta>()
+  let errors: ObjectError[] = []
 
   const resolve = (id: Identifier, explicitUpdateExistingOnly: boolean | undefined, kind: ObjectError['input_array'], i: number) => {
     const found = index.find(id)
@@ -103,11 +155,12 @@ export async function applyTrackBatch(db: pg.PoolClient, job: TrackJob, now: str
   }
 
   const applyAttributes = (profile: ProfileRow, op: AttributeOp) => {
-    const before = { email: profile.email, phone: profile.phone, pushSubscribe: profile.push_subscribe }
+    const pushSubscribeBefore = profile.push_subscribe
     for (const [field, value] of Object.entries(op.fields)) {
-      ;(profile as unknown as Record<string, unknown>)[field] = value
+      if (field === 'email' || field === 'phone') index.setAddress(profile, field, value ?? null)
+      else (profile as unknown as Record<string, unknown>)[field] = value
     }
-    if (op.fields.push_subscribe === 'opted_in' && before.pushSubscribe !== 'opted_in') profile.push_opted_in_at = now
+    if (op.fields.push_subscribe === 'opted_in' && pushSubscribeBefore !== 'opted_in') profile.push_opted_in_at = now
     for (const [name, value] of Object.entries(op.custom)) applyCustomAttribute(profile.custom_attributes, name, value)
     attachTokens(profile, op)
     const groupChanges: ProfileSubscription[] = []
@@ -129,44 +182,47 @@ export async function applyTrackBatch(db: pg.PoolClient, job: TrackJob, now: str
         source: profile.id,
       })
     }
-    if (profile.email !== before.email || profile.phone !== before.phone) index.addressChanged.add(profile.id)
     index.touch(profile)
   }
 
-  for (const op of job.attributes) {
-    if (op.pushTokenImport) {
-      for (const t of op.pushTokens) {
-        const key = tokenKey(t.app_id, t.token)
-        if (tokenOwners.has(key) || tokenWrites.has(key)) continue
-        const anonymous = index.create(undefined, { anonymous: true })
-        applyAttributes(anonymous, { ...op, pushTokens: [t] })
-      }
-      continue
-    }
-    const profile = resolve(op.identifier!, op.updateExistingOnly, 'attributes', op.index)
-    if (profile) applyAttributes(profile, op)
-  }
-
-  const summaries = new Map<string, EventSummaryDelta>()
-  const eventOwners: (number | null)[] = []
   const record = (profile: ProfileRow, kind: 'event' | 'purchase', name: string, time: string) => {
     const key = `${profile.id}\u0000${kind}\u0000${name}`
     const s = summaries.get(key)
     if (!s) summaries.set(key, { profile_id: profile.id, kind, name, first_at: time, last_at: time, count: 1 })
     else {
       s.count += 1
-      if (Date.parse(time) < Date.parse(s.first_at)) s.first_at = time
-      if (Date.parse(time) > Date.parse(s.last_at)) s.last_at = time
+      if (time < s.first_at) s.first_at = time
+      if (time > s.last_at) s.last_at = time
     }
-    index.touch(profile)
+    index.addOccurrence(profile, kind, name, time)
   }
-  const applyOccurrence = (op: EventOp | PurchaseOp, kind: 'event' | 'purchase') => {
-    const profile = resolve(op.identifier, undefined, kind === 'event' ? 'events' : 'purchases', op.index)
-    eventOwners.push(profile?.id ?? null)
-    if (profile) record(profile, kind, 'name' in op ? op.name : op.product_id, op.time)
+
+  for (const { key, job } of jobs) {
+    errors = []
+    for (const op of job.attributes) {
+      if (op.pushTokenImport) {
+        for (const t of op.pushTokens) {
+          const tk = tokenKey(t.app_id, t.token)
+          if (tokenOwners.has(tk) || tokenWrites.has(tk)) continue
+          const anonymous = index.create(undefined, { anonymous: true })
+          applyAttributes(anonymous, { ...op, pushTokens: [t] })
+        }
+        continue
+      }
+      const profile = resolve(op.identifier!, op.updateExistingOnly, 'attributes', op.index)
+      if (profile) applyAttributes(profile, op)
+    }
+    const owners: (number | null)[] = []
+    const applyOccurrence = (op: EventOp | PurchaseOp, kind: 'event' | 'purchase') => {
+      const profile = resolve(op.identifier, undefined, kind === 'event' ? 'events' : 'purchases', op.index)
+      owners.push(profile?.id ?? null)
+      if (profile) record(profile, kind, 'name' in op ? op.name : op.product_id, op.time)
+    }
+    for (const e of job.events) applyOccurrence(e, 'event')
+    for (const p of job.purchases) applyOccurrence(p, 'purchase')
+    out.owners.set(key, owners)
+    out.errors.set(key, errors)
   }
-  for (const e of job.events) applyOccurrence(e, 'event')
-  for (const p of job.purchases) applyOccurrence(p, 'purchase')
 
   const { created, changed } = index.rowsToSave()
   await saveProfiles(db, created, changed)
@@ -175,25 +231,40 @@ export async function applyTrackBatch(db: pg.PoolClient, job: TrackJob, now: str
   await addEventSummaries(db, [...summaries.values()])
 
   const touched = new Set(index.touchedIds())
+  /** Profiles changed by statements below: their snapshots are read back after the commit. */
+  const stateful = new Set<number>()
   const sharers = await applySharedEmailChanges(db, ws, sharedEmailChanges)
   await upsertProfileSubscriptions(db, [...subscriptions, ...sharers.subscriptions])
-  for (const id of sharers.touched) touched.add(id)
+  for (const id of sharers.touched) stateful.add(id)
   await touchProfiles(db, [...sharers.touched].filter((id) => !index.created.has(id) && !index.changed.has(id)))
 
   const addressProfiles = [...index.addressChanged].map((id) => index.get(id)!)
-  const stateful = [
+  for (const id of [
     ...(await applyPendingAddressStates(db, ws, addressProfiles)),
     ...(await reapplyExplicitEmailSubscribe(db, index.addressChanged, explicitEmailSubscribe)),
-    ...(await applySubscriptionChanges(db, ws, job.subscriptionChanges)),
-    ...(await applyEmailStateChanges(db, ws, job.emailStateChanges)),
-  ]
-  for (const id of stateful) touched.add(id)
+    ...(await applySubscriptionChanges(db, ws, all.flatMap((j) => j.subscriptionChanges))),
+    ...(await applyEmailStateChanges(db, ws, all.flatMap((j) => j.emailStateChanges))),
+  ]) {
+    stateful.add(id)
+  }
 
   // A temporary push-import profile whose last token moved to a real user is cleaned up.
   const deletedProfiles = await deleteProfiles(db, await emptyAnonymousProfiles(db, [...formerTokenOwners]))
-  for (const d of deletedProfiles) touched.delete(d.id)
+  for (const d of deletedProfiles) {
+    touched.delete(d.id)
+    stateful.delete(d.id)
+  }
+  if (deletedProfiles.length) out.deleted.push({ workspaceId: ws, profiles: deletedProfiles })
 
-  return { eventOwners, profileIds: [...touched], deletedProfiles, errors }
+  const reread = plain ? [...stateful] : [...new Set([...touched, ...stateful])]
+  if (reread.length) out.reread.push({ workspaceId: ws, profileIds: reread })
+  if (plain) {
+    for (const id of touched) {
+      if (stateful.has(id)) continue
+      const { record: r, version, randomBucket } = index.recordOf(id)
+      out.snapshots.push({ workspace_id: ws, profile_id: id, version, random_bucket: randomBucket, record: r })
+    }
+  }
 }
 
 /**

@@ -1,62 +1,106 @@
 import type { EventRow } from '../../shared/clickhouse/event-repository.js'
-import type { Outbox } from '../../shared/db/repositories/job-ledger-repository.js'
-import { applyExactlyOnce } from '../../shared/domain/exactly-once.js'
+import { applyBatchExactlyOnce } from '../../shared/domain/exactly-once.js'
 import { RetryableError } from '../../shared/errors.js'
 import type { WorkerDeps } from '../deps.js'
-import { ok, type Processor } from '../runner.js'
-import { applyTrackBatch } from './apply-batch.js'
+import { ok, type BatchProcessor } from '../runner.js'
+import { applyTrackJobs, isPlainTrackJob, type KeyedTrackJob } from './apply-batch.js'
 import type { TrackJob } from './schema.js'
 
-/** ClickHouse rows of the job's occurrences, owned by the profiles resolved when the job committed. */
-export function eventRowsOf(job: TrackJob, outbox: Outbox): EventRow[] {
-  const owners = outbox.eventOwners ?? []
+/** Objects a batch may hold: large enough to pay a transaction and a ClickHouse part once per many jobs, small enough to keep each batch's latency low. */
+export const TRACK_BATCH_MAX_OBJECTS = 2_000
+
+export const objectsOf = (job: TrackJob) =>
+  job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
+
+/** ClickHouse rows of a job's occurrences, owned by the profiles resolved when the job committed (a hot loop: no spreads). */
+export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[] {
   const rows: EventRow[] = []
-  const occurrences = [
-    ...job.events.map((e) => ({ ...e, kind: 'event' as const, label: e.name, currency: '', price: 0, quantity: 0 })),
-    ...job.purchases.map((p) => ({ ...p, kind: 'purchase' as const, label: p.product_id })),
-  ]
-  occurrences.forEach((o, i) => {
-    const owner = owners[i]
-    if (owner === null || owner === undefined) return
+  let i = 0
+  for (const e of job.events) {
+    const owner = owners[i++]
+    if (owner === null || owner === undefined) continue
     rows.push({
       workspace_id: job.workspaceId,
       profile_id: owner,
-      event_id: o.eventId,
-      kind: o.kind,
-      name: o.label,
-      app_id: o.app_id ?? '',
-      time: o.time,
-      properties: JSON.stringify(o.properties),
-      currency: o.currency,
-      price: o.price,
-      quantity: o.quantity,
+      event_id: e.eventId,
+      kind: 'event',
+      name: e.name,
+      app_id: e.app_id ?? '',
+      time: e.time,
+      properties: JSON.stringify(e.properties),
+      currency: '',
+      price: 0,
+      quantity: 0,
     })
-  })
+  }
+  for (const p of job.purchases) {
+    const owner = owners[i++]
+    if (owner === null || owner === undefined) continue
+    rows.push({
+      workspace_id: job.workspaceId,
+      profile_id: owner,
+      event_id: p.eventId,
+      kind: 'purchase',
+      name: p.product_id,
+      app_id: p.app_id ?? '',
+      time: p.time,
+      properties: JSON.stringify(p.properties),
+      currency: p.currency,
+      price: p.price,
+      quantity: p.quantity,
+    })
+  }
   return rows
 }
 
-/** applyTrackBatch: one partition's share of a /users/track (or subscription) request, exactly once. */
-export function createTrackProcessor(deps: WorkerDeps): Processor<'applyTrackBatch'> {
-  return async (job, bullJob) => {
-    let errors: unknown[] = []
-    await applyExactlyOnce(
-      deps,
-      { key: `track:${bullJob.id}`, workspaceId: job.workspaceId },
-      async (db) => {
-        try {
-          return await applyTrackBatch(db, job, new Date().toISOString())
-        } catch (e) {
-          // Two partitions creating the same profile at once: the retry finds the winner's row.
-          if ((e as { code?: string }).code === '23505') throw new RetryableError('concurrent profile creation', e)
-          throw e
-        }
-      },
-      (outbox) => {
-        errors = outbox.errors ?? []
-        return eventRowsOf(job, outbox)
-      },
-    )
-    const objects = job.attributes.length + job.events.length + job.purchases.length
-    return ok(objects, errors)
+/**
+ * applyTrackBatch: the waiting jobs of one partition (shares of /users/track and subscription
+ * requests), applied together exactly once. Plain jobs share a batch up to TRACK_BATCH_MAX_OBJECTS;
+ * a job with push tokens or subscription states runs alone (see isPlainTrackJob).
+ */
+export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTrackBatch'> {
+  return {
+    maxWeight: TRACK_BATCH_MAX_OBJECTS,
+    weight: objectsOf,
+    joins: isPlainTrackJob,
+    async apply(batch) {
+      const members = batch.map((b) => ({ key: `track:${b.id}`, workspaceId: b.data.workspaceId, job: b.data }))
+      const errors = await applyBatchExactlyOnce(
+        deps,
+        members,
+        async (db, fresh: (KeyedTrackJob & { workspaceId: string })[]) => {
+          try {
+            const applied = await applyTrackJobs(db, fresh, new Date().toISOString())
+            const profiles = [
+              ...applied.reread,
+              ...groupByWorkspace(applied.snapshots.map((s) => ({ workspaceId: s.workspace_id, id: s.profile_id }))),
+            ]
+            return {
+              outbox: { owners: Object.fromEntries(applied.owners), profiles, deleted: applied.deleted },
+              errors: applied.errors,
+              snapshots: applied.snapshots,
+              // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
+              erased: applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) })),
+            }
+          } catch (e) {
+            // Two partitions creating the same profile at once: the retry finds the winner's row.
+            if ((e as { code?: string }).code === '23505') throw new RetryableError('concurrent profile creation', e)
+            throw e
+          }
+        },
+        (m, owners) => eventRowsOf(m.job, owners),
+      )
+      return members.map((m) => ok(objectsOf(m.job), errors.get(m.key)))
+    },
   }
+}
+
+function groupByWorkspace(items: { workspaceId: string; id: number }[]): { workspaceId: string; profileIds: number[] }[] {
+  const by = new Map<string, number[]>()
+  for (const i of items) {
+    const ids = by.get(i.workspaceId) ?? []
+    ids.push(i.id)
+    by.set(i.workspaceId, ids)
+  }
+  return [...by].map(([workspaceId, profileIds]) => ({ workspaceId, profileIds }))
 }

@@ -1,36 +1,61 @@
-import { randomBytes, randomInt } from 'node:crypto'
-import { aliasKey, type LockedProfiles, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { randomBytes } from 'node:crypto'
+import { aliasKey, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { byteOrder, userRecordOf, type RecordParts } from '../../shared/db/repositories/user-record-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
+import type { UserRecord } from '../../shared/domain/user-record.js'
+
+/** Random bytes drawn from a pool: a system call per profile weighs more than the rest of its creation. */
+let pool = Buffer.alloc(0)
+let used = 0
+function random(bytes: number): Buffer {
+  if (used + bytes > pool.length) {
+    pool = randomBytes(16 * 1024)
+    used = 0
+  }
+  used += bytes
+  return pool.subarray(used - bytes, used)
+}
 
 /** A new profile's own identifier: 24 hex characters, like the best-known service's ids. */
-export const newServiceId = () => randomBytes(12).toString('hex')
+const newServiceId = () => random(12).toString('hex')
+
+/** 0 to 9,999, for random-bucket segments (the modulo bias of 32 random bits is below 2e-6). */
+const newRandomBucket = () => random(4).readUInt32BE(0) % 10_000
 
 /**
- * The profiles one job works on, held in memory while the job's objects are applied in order,
- * so an object can find a profile that an earlier object of the same job created or changed.
+ * The profiles one batch works on, held in memory while its objects are applied in order, so an
+ * object finds a profile that an earlier object (of the same job or an earlier job of the batch)
+ * created or changed. Every look-up is a hash map: a batch holds thousands of profiles.
  */
 export class ProfileIndex {
   readonly created = new Map<number, ProfileRow>()
   readonly changed = new Set<number>()
   readonly newAliases: { alias_label: string; alias_name: string; profile_id: number }[] = []
-  /** Profiles whose email or phone this job set: states stored for those addresses now apply. */
+  /** Profiles whose email or phone the batch set: states stored for those addresses now apply. */
   readonly addressChanged = new Set<number>()
-  private readonly byId: Map<number, ProfileRow>
-  private readonly aliasOwner: Map<string, number>
-  /** Higher = more recently updated; profiles this job touches become the most recent. */
+  private readonly byId = new Map<number, ProfileRow>()
+  private readonly parts = new Map<number, RecordParts>()
+  private readonly aliasOwner = new Map<string, number>()
+  private readonly byExternalId = new Map<string, ProfileRow>()
+  private readonly byServiceId = new Map<string, ProfileRow>()
+  private readonly byEmail = new Map<string, Set<ProfileRow>>()
+  private readonly byPhone = new Map<string, Set<ProfileRow>>()
+  /** Higher = more recently updated; profiles this batch touches become the most recent. */
   private readonly recency = new Map<number, number>()
   private clock = 0
 
   constructor(
-    locked: LockedProfiles,
+    locked: { profile: ProfileRow; parts: RecordParts }[],
     private readonly workspaceId: string,
     private readonly idPool: number[],
     private readonly now: string,
   ) {
-    this.byId = locked.byId
-    this.aliasOwner = locked.aliasOwner
-    const sorted = [...this.byId.values()].sort((a, b) => a.updated_at.localeCompare(b.updated_at) || a.id - b.id)
-    for (const p of sorted) this.recency.set(p.id, ++this.clock)
+    const sorted = [...locked].sort((a, b) => a.profile.updated_at.localeCompare(b.profile.updated_at) || a.profile.id - b.profile.id)
+    for (const { profile, parts } of sorted) {
+      this.add(profile, parts)
+      for (const a of parts.aliases) this.aliasOwner.set(aliasKey(a.alias_label, a.alias_name), profile.id)
+      this.recency.set(profile.id, ++this.clock)
+    }
   }
 
   get(id: number): ProfileRow | undefined {
@@ -45,13 +70,13 @@ export class ProfileIndex {
         return owner === undefined ? undefined : this.byId.get(owner)
       }
       case 'external_id':
-        return this.first((p) => p.external_id === id.value)
+        return this.byExternalId.get(id.value)
       case 'service_id':
-        return this.first((p) => p.service_id === id.value)
+        return this.byServiceId.get(id.value)
       case 'email':
-        return this.mostRecent((p) => p.email === id.value)
+        return this.mostRecent(this.byEmail.get(id.value))
       case 'phone':
-        return this.mostRecent((p) => p.phone === id.value)
+        return this.mostRecent(this.byPhone.get(id.value))
     }
   }
 
@@ -78,13 +103,13 @@ export class ProfileIndex {
       push_subscribe: null,
       push_opted_in_at: null,
       custom_attributes: {},
-      random_bucket: randomInt(0, 10_000),
+      random_bucket: newRandomBucket(),
       push_import_anonymous: opts.anonymous ?? false,
       created_at: this.now,
       updated_at: this.now,
       version: 1,
     }
-    this.byId.set(p.id, p)
+    this.add(p, { aliases: [], tokens: [], summaries: [], subscriptions: [] })
     this.created.set(p.id, p)
     if (id?.kind === 'user_alias') this.addAlias(p.id, id.alias_label, id.alias_name)
     if (p.email || p.phone) this.addressChanged.add(p.id)
@@ -95,6 +120,34 @@ export class ProfileIndex {
   addAlias(profileId: number, label: string, name: string): void {
     this.aliasOwner.set(aliasKey(label, name), profileId)
     this.newAliases.push({ alias_label: label, alias_name: name, profile_id: profileId })
+    const aliases = this.parts.get(profileId)!.aliases
+    aliases.push({ alias_name: name, alias_label: label })
+    aliases.sort((a, b) => byteOrder(a.alias_label, b.alias_label) || byteOrder(a.alias_name, b.alias_name))
+  }
+
+  /** Sets a profile's email or phone, keeping the address maps right. */
+  setAddress(p: ProfileRow, field: 'email' | 'phone', value: string | null): void {
+    if (p[field] === value) return
+    const map = field === 'email' ? this.byEmail : this.byPhone
+    if (p[field] !== null) map.get(p[field]!)?.delete(p)
+    p[field] = value
+    if (value !== null) setOf(map, value).add(p)
+    this.addressChanged.add(p.id)
+  }
+
+  /** Adds one occurrence to the profile's summary of that event or product (counts summed, earliest first, latest last). */
+  addOccurrence(p: ProfileRow, kind: 'event' | 'purchase', name: string, time: string): void {
+    const summaries = this.parts.get(p.id)!.summaries
+    const s = summaries.find((x) => x.kind === kind && x.name === name)
+    if (!s) {
+      summaries.push({ kind, name, first: time, last: time, count: 1 })
+      summaries.sort((a, b) => byteOrder(a.name, b.name))
+    } else {
+      s.count = Number(s.count) + 1
+      if (time < s.first) s.first = time
+      if (time > s.last) s.last = time
+    }
+    this.touch(p)
   }
 
   touch(p: ProfileRow): void {
@@ -102,7 +155,7 @@ export class ProfileIndex {
     if (!this.created.has(p.id)) this.changed.add(p.id)
   }
 
-  /** Rows to write: the new profiles, and the existing ones this job changed. */
+  /** Rows to write: the new profiles, and the existing ones this batch changed. */
   rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[] } {
     return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!) }
   }
@@ -111,16 +164,33 @@ export class ProfileIndex {
     return [...this.created.keys(), ...this.changed]
   }
 
-  private first(match: (p: ProfileRow) => boolean): ProfileRow | undefined {
-    for (const p of this.byId.values()) if (match(p)) return p
-    return undefined
+  /** The record of a profile as this batch commits it, at the version its save gives it. */
+  recordOf(id: number): { record: UserRecord; version: number; randomBucket: number } {
+    const p = this.byId.get(id)!
+    return { record: userRecordOf(p, this.parts.get(id)!), version: this.created.has(id) ? 1 : p.version + 1, randomBucket: p.random_bucket }
   }
 
-  private mostRecent(match: (p: ProfileRow) => boolean): ProfileRow | undefined {
+  private add(p: ProfileRow, parts: RecordParts): void {
+    this.byId.set(p.id, p)
+    this.parts.set(p.id, parts)
+    if (p.external_id !== null) this.byExternalId.set(p.external_id, p)
+    this.byServiceId.set(p.service_id, p)
+    if (p.email !== null) setOf(this.byEmail, p.email).add(p)
+    if (p.phone !== null) setOf(this.byPhone, p.phone).add(p)
+  }
+
+  private mostRecent(candidates: Set<ProfileRow> | undefined): ProfileRow | undefined {
     let best: ProfileRow | undefined
-    for (const p of this.byId.values()) {
-      if (match(p) && (!best || this.recency.get(p.id)! > this.recency.get(best.id)!)) best = p
-    }
+    for (const p of candidates ?? []) if (!best || this.recency.get(p.id)! > this.recency.get(best.id)!) best = p
     return best
   }
+}
+
+function setOf<K, V>(map: Map<K, Set<V>>, key: K): Set<V> {
+  let s = map.get(key)
+  if (!s) {
+    s = new Set()
+    map.set(key, s)
+  }
+  return s
 }

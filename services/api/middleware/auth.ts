@@ -3,12 +3,15 @@ import { findApiKeyByHash, type ApiKeyRecord } from '../../../shared/db/reposito
 import type { Pool } from '../../../shared/db/pool.js'
 import type { Permission } from '../../../shared/domain/permissions.js'
 import { ApiError } from '../../../shared/errors.js'
+import { CoherentCache, MAX_REREADS, unsettled, type OperatorGeneration } from '../../../shared/operator-changes.js'
 import { hashSecret, hashesEqual, secretsEqual } from '../../../shared/secrets.js'
 
 export interface ApiAuth {
   workspaceId: string
   keyId: string
-  permissions: Set<string>
+  permissions: ReadonlySet<string>
+  /** The operator generation the key was read under: the rate limiter confirms it is still current. */
+  generation: string
 }
 
 declare module 'express-serve-static-core' {
@@ -24,30 +27,42 @@ export function bearerToken(req: Request): string | undefined {
   return m?.[1]
 }
 
-const CACHE_MS = 1000
+export const invalidApiKey = () => new ApiError(401, 'unauthorized', 'invalid API key')
+
+interface CachedKey {
+  record: ApiKeyRecord
+  permissions: ReadonlySet<string>
+}
 
 /**
- * Looks API keys up by their SHA-256 hash, cached for one second so that a revoked key stops
- * working within a second while a busy key costs one database read a second.
+ * Looks API keys up by their SHA-256 hash in a per-process cache kept coherent with operator
+ * changes (shared/operator-changes.ts). An accepted key is confirmed current by the rate limiter's
+ * Redis call, which every API-key request makes anyway; a refusal, which makes no other Redis call,
+ * is confirmed with one GET, so a key created a moment ago is not refused from an old miss.
  */
 export class ApiKeyAuthenticator {
-  private readonly cache = new Map<string, { at: number; record: ApiKeyRecord | undefined }>()
+  private readonly cache: CoherentCache<CachedKey | undefined>
 
-  constructor(private readonly pg: Pool) {}
+  constructor(
+    pg: Pool,
+    private readonly generation: OperatorGeneration,
+  ) {
+    this.cache = new CoherentCache(generation, async (hash) => {
+      const record = await findApiKeyByHash(pg, Buffer.from(hash, 'base64'))
+      return record && { record, permissions: new Set(record.permissions) }
+    })
+  }
 
   async authenticate(key: string): Promise<ApiAuth | undefined> {
     const hash = hashSecret(key)
-    const cacheKey = hash.toString('base64')
-    const now = Date.now()
-    let hit = this.cache.get(cacheKey)
-    if (!hit || now - hit.at > CACHE_MS) {
-      hit = { at: now, record: await findApiKeyByHash(this.pg, hash) }
-      if (this.cache.size > 10_000) this.cache.clear()
-      this.cache.set(cacheKey, hit)
+    for (let attempt = 1; ; attempt++) {
+      const { value, generation } = await this.cache.get(hash.toString('base64'))
+      if (value && hashesEqual(value.record.key_hash, hash)) {
+        return { workspaceId: value.record.workspace_id, keyId: value.record.id, permissions: value.permissions, generation }
+      }
+      if (await this.generation.isCurrent(generation)) return undefined
+      if (attempt === MAX_REREADS) throw unsettled()
     }
-    const r = hit.record
-    if (!r || !hashesEqual(r.key_hash, hash)) return undefined
-    return { workspaceId: r.workspace_id, keyId: r.id, permissions: new Set(r.permissions) }
   }
 }
 
@@ -57,7 +72,7 @@ export function authenticateApiKey(auth: ApiKeyAuthenticator) {
     const key = bearerToken(req)
     if (!key) return next(new ApiError(401, 'unauthorized', 'missing API key: send Authorization: Bearer <API_KEY>'))
     const found = await auth.authenticate(key)
-    if (!found) return next(new ApiError(401, 'unauthorized', 'invalid API key'))
+    if (!found) return next(invalidApiKey())
     res.locals.auth = found
     next()
   }

@@ -15,7 +15,7 @@ interface StoredResponse {
 /**
  * `Idempotency-Key` on a write: the first request claims the key in Redis (SET NX) and its
  * response is stored for 24 hours; a repeat gets that response again and changes nothing. A
- * repeat while the first is still running gets 409. A 5xx frees the key so the client can retry.
+ * repeat while the first is still running gets 409. A 5xx or 429 frees the key so the client can retry.
  */
 export function idempotency(redis: Redis, prefix: string) {
   return async (req: Request, res: Response, next: NextFunction) => {
@@ -45,8 +45,9 @@ export function idempotency(redis: Redis, prefix: string) {
     const json = res.json.bind(res)
     res.json = (body: unknown) => {
       const stored: StoredResponse = { status: res.statusCode, body, requestId: res.getHeader('X-Request-Id') as string }
+      // A 429 (backlog full) accepted nothing either: the client's retry must be able to get through.
       const save =
-        res.statusCode >= 500 ? redis.del(redisKey) : redis.set(redisKey, JSON.stringify(stored), 'EX', TTL_SECONDS)
+        res.statusCode >= 500 || res.statusCode === 429 ? redis.del(redisKey) : redis.set(redisKey, JSON.stringify(stored), 'EX', TTL_SECONDS)
       save.catch(() => {})
       return json(body)
     }

@@ -1,6 +1,12 @@
 import { Router } from 'express'
 import { z } from 'zod'
-import { createApiKey, createScimToken, revokeApiKey } from '../../../shared/db/repositories/credential-repository.js'
+import {
+  createApiKey,
+  createScimToken,
+  revokeApiKey,
+  revokeScimToken,
+  setApiKeyPermissions,
+} from '../../../shared/db/repositories/credential-repository.js'
 import { getExport } from '../../../shared/db/repositories/export-repository.js'
 import { createSegment, getSegment } from '../../../shared/db/repositories/segment-repository.js'
 import { createSubscriptionGroup } from '../../../shared/db/repositories/subscription-group-repository.js'
@@ -25,7 +31,9 @@ import { parseOr400 } from '../validation.js'
 const Name = z.string().trim().min(1).max(200)
 
 export const CreateWorkspace = z.object({ name: Name }).strict()
-export const CreateApiKey = z.object({ name: Name, permissions: z.array(z.enum(Permissions)).min(1) }).strict()
+const PermissionList = z.array(z.enum(Permissions)).min(1)
+export const CreateApiKey = z.object({ name: Name, permissions: PermissionList }).strict()
+export const ApiKeyPermissions = z.object({ permissions: PermissionList }).strict()
 export const CreateScimToken = z.object({ request_origin: z.string().trim().min(1).max(500) }).strict()
 export const CreateSubscriptionGroup = z.object({ name: Name, channel: z.enum(['email', 'sms', 'whatsapp']) }).strict()
 export const CreateSegment = z.object({ name: Name, filter: Filter }).strict()
@@ -62,7 +70,15 @@ export const openapi: ApiOperation[] = [
     responses: { 201: '`{id, key, permissions}`', 404: 'unknown workspace' },
   }),
   admin({ method: 'delete', path: '/admin/v1/api_keys/:id', summary: 'Revoke an API key at once', responses: { 204: 'revoked', 404: 'unknown key' } }),
+  admin({
+    method: 'put',
+    path: '/admin/v1/api_keys/:id/permissions',
+    summary: "Replace an API key's permissions, in force at once",
+    body: ApiKeyPermissions,
+    responses: { 200: '`{id, permissions}`', 404: 'unknown or revoked key' },
+  }),
   admin({ method: 'post', path: '/admin/v1/scim_tokens', summary: 'Create a SCIM token', body: CreateScimToken, responses: { 201: '`{id, token}`' } }),
+  admin({ method: 'delete', path: '/admin/v1/scim_tokens/:id', summary: 'Revoke a SCIM token at once', responses: { 204: 'revoked', 404: 'unknown token' } }),
   admin({
     method: 'post',
     path: '/admin/v1/workspaces/:ws/subscription_groups',
@@ -135,11 +151,17 @@ function limitsInForce(settings: z.infer<typeof RateLimitsBody>) {
   )
 }
 
-/** The operator API of operator.md section 2. */
+/**
+ * The operator API of operator.md section 2. A change to anything API processes cache (keys,
+ * workspace settings, blocked ids) is announced after its commit and before the answer, so it holds
+ * for the next request to any process (shared/operator-changes.ts). SCIM tokens, segments and
+ * subscription groups are read from Postgres where they are used: nothing to announce.
+ */
 export function adminRoutes(deps: ApiDeps): Router {
   const r = Router()
   r.use('/admin/v1', requireAdminToken(deps.adminToken))
   const db = deps.pg
+  const announce = () => deps.operator.announce()
 
   const workspaceOr404 = async (id: string) => {
     const ws = await getWorkspace(db, id)
@@ -158,17 +180,33 @@ export function adminRoutes(deps: ApiDeps): Router {
     const body = parseOr400(CreateApiKey, req.body)
     await workspaceOr404(req.params.ws)
     const key = await createApiKey(db, { workspaceId: req.params.ws, name: body.name, permissions: [...new Set(body.permissions)] })
+    // A process may hold a miss for this key's hash (someone tried it before it existed).
+    await announce()
     res.status(201).json(key)
   })
 
   r.delete('/admin/v1/api_keys/:id', async (req, res) => {
     if (!(await revokeApiKey(db, req.params.id))) throw notFound(`unknown API key ${req.params.id}`)
+    await announce()
     res.status(204).end()
+  })
+
+  r.put('/admin/v1/api_keys/:id/permissions', async (req, res) => {
+    const body = parseOr400(ApiKeyPermissions, req.body)
+    const permissions = [...new Set(body.permissions)]
+    if (!(await setApiKeyPermissions(db, req.params.id, permissions))) throw notFound(`unknown or revoked API key ${req.params.id}`)
+    await announce()
+    res.json({ id: req.params.id, permissions })
   })
 
   r.post('/admin/v1/scim_tokens', async (req, res) => {
     const body = parseOr400(CreateScimToken, req.body)
     res.status(201).json(await createScimToken(db, body.request_origin))
+  })
+
+  r.delete('/admin/v1/scim_tokens/:id', async (req, res) => {
+    if (!(await revokeScimToken(db, req.params.id))) throw notFound(`unknown SCIM token ${req.params.id}`)
+    res.status(204).end()
   })
 
   r.post('/admin/v1/workspaces/:ws/subscription_groups', async (req, res) => {
@@ -197,24 +235,28 @@ export function adminRoutes(deps: ApiDeps): Router {
   r.put('/admin/v1/workspaces/:ws/global_control_group', async (req, res) => {
     const body = parseOr400(GlobalControlGroup, req.body)
     if (!(await setGlobalControlPercent(db, req.params.ws, body.percent))) throw notFound(`unknown workspace ${req.params.ws}`)
+    await announce()
     res.json({ percent: body.percent, random_bucket_below: Math.round(body.percent * 100) })
   })
 
   r.put('/admin/v1/workspaces/:ws/export_storage', async (req, res) => {
     const body = parseOr400(ExportStorageBody, req.body)
     if (!(await setExportStorage(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
+    await announce()
     const { secret_access_key: _secret, ...shown } = body
     res.json(shown)
   })
 
   r.delete('/admin/v1/workspaces/:ws/export_storage', async (req, res) => {
     if (!(await setExportStorage(db, req.params.ws, null))) throw notFound(`unknown workspace ${req.params.ws}`)
+    await announce()
     res.status(204).end()
   })
 
   r.put('/admin/v1/workspaces/:ws/rate_limits', async (req, res) => {
     const body = parseOr400(RateLimitsBody, req.body)
     if (!(await setRateLimits(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
+    await announce()
     res.json({ ...body, in_force: limitsInForce(body) })
   })
 
@@ -223,6 +265,7 @@ export function adminRoutes(deps: ApiDeps): Router {
     await workspaceOr404(req.params.ws)
     const ids = [...new Set(body.external_ids)]
     await replaceBlockedExternalIds(db, req.params.ws, ids)
+    await announce()
     res.json({ external_ids: ids })
   })
 

@@ -1,14 +1,19 @@
 import { createHmac } from 'node:crypto'
 import { createBullBoard } from '@bull-board/api'
+import type { Queue } from 'bullmq'
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter'
 import { ExpressAdapter } from '@bull-board/express'
 import { Router, type NextFunction, type Request, type Response } from 'express'
 import { ApiError } from '../../../shared/errors.js'
+import type { Config } from '../../../shared/config.js'
 import { queueFamily } from '../../../shared/metrics.js'
+import { queueLagSeconds, trackLagSeconds } from '../../../shared/queue/lag.js'
 import type { QueueRegistry } from '../../../shared/queue/queues.js'
+import type { RequestTracker } from '../../../shared/queue/request-tracker.js'
 import { secretsEqual } from '../../../shared/secrets.js'
 import { bearerToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
+import type { ApiOperation } from '../openapi.js'
 
 const DASHBOARD_PATH = '/admin/queues'
 export const SESSION_COOKIE = 'uds_queue_dashboard'
@@ -71,28 +76,101 @@ function dashboardAuth(adminToken: string, secureCookie: boolean) {
   }
 }
 
+const BACKLOG_PATH = '/backlog'
+
+export const openapi: ApiOperation[] = [
+  {
+    method: 'get',
+    path: `${DASHBOARD_PATH}${BACKLOG_PATH}`,
+    summary: 'Track backlog (objects accepted, not yet applied: in all, bounds, per workspace) and lag per track partition; linked from the queue dashboard',
+    auth: 'admin',
+    responses: {
+      200: '`{track_backlog: {objects, limit, per_workspace_limit, workspaces: [{workspace_id, objects}]}, lag_seconds: {"track-0": s, ...}}`',
+    },
+  },
+]
+
+/**
+ * A track partition on the board: its description shows the partition's lag and the track
+ * backlog, refreshed each time the board reads the queue's counts (every UI poll).
+ */
+class TrackPartitionAdapter extends BullMQAdapter {
+  constructor(
+    private readonly partitionQueue: Queue,
+    private readonly about: string,
+    private readonly queues: QueueRegistry,
+    private readonly tracker: RequestTracker,
+    private readonly bound: number,
+  ) {
+    super(partitionQueue, { delimiter: '-', description: about })
+    this.live = about
+  }
+
+  private live: string
+
+  override async getJobCounts() {
+    const [counts, lag, backlog] = await Promise.all([
+      super.getJobCounts(),
+      queueLagSeconds(this.partitionQueue, this.queues.connection).catch(() => undefined),
+      this.tracker.backlog().catch(() => undefined),
+    ])
+    const live = [
+      lag === undefined ? undefined : `lag ${lag.toFixed(1)} s (oldest job not yet applied)`,
+      backlog === undefined ? undefined : `track backlog ${backlog.all.toLocaleString('en')} of ${this.bound.toLocaleString('en')} objects (all partitions; per workspace: ${DASHBOARD_PATH}${BACKLOG_PATH})`,
+    ].filter(Boolean)
+    this.live = [this.about, ...live].join(' · ')
+    return counts
+  }
+
+  override getDescription(): string {
+    return this.live
+  }
+}
+
 /** Track partitions appear grouped under `track` in the menu, each named by its partition. */
-function boardQueues(queues: QueueRegistry): BullMQAdapter[] {
+function boardQueues(deps: DashboardDeps): BullMQAdapter[] {
+  const { queues } = deps
   return queues.allNames().map((name) => {
     const { family, partition } = queueFamily(name)
     if (partition === undefined) return new BullMQAdapter(queues.get(name))
-    return new BullMQAdapter(queues.get(name), {
-      delimiter: '-',
-      description: `partition ${partition} of ${queues.partitions} of the ${family} queue: /users/track work, one job at a time`,
-    })
+    const about = `partition ${partition} of ${queues.partitions} of the ${family} queue: /users/track work, applied in order`
+    return new TrackPartitionAdapter(queues.get(name), about, queues, deps.tracker, deps.config.TRACK_BACKLOG_MAX_OBJECTS)
   })
 }
 
-/** Bull Board at /admin/queues: every queue and track partition, with its retry and clean actions. */
-export function queueDashboardRoutes(deps: Pick<ApiDeps, 'queues' | 'adminToken' | 'config'>): Router {
+/** The backlog page linked from the board: bounds, objects per workspace (largest first), lag per partition. */
+async function backlogReport(deps: DashboardDeps) {
+  const [backlog, lag] = await Promise.all([deps.tracker.backlog(), trackLagSeconds(deps.queues)])
+  return {
+    track_backlog: {
+      objects: backlog.all,
+      limit: deps.config.TRACK_BACKLOG_MAX_OBJECTS,
+      per_workspace_limit: deps.config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE,
+      workspaces: [...backlog.byWorkspace].sort((a, b) => b[1] - a[1]).map(([workspace_id, objects]) => ({ workspace_id, objects })),
+    },
+    lag_seconds: Object.fromEntries(lag.map((seconds, p) => [`track-${p}`, Number(seconds.toFixed(3))])),
+  }
+}
+
+type DashboardDeps = Pick<ApiDeps, 'queues' | 'tracker' | 'adminToken'> & { config: Pick<Config, 'PUBLIC_URL' | 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE'> }
+
+/**
+ * Bull Board at /admin/queues: every queue and track partition, with its retry and clean actions;
+ * a header link opens the track backlog and lag as JSON.
+ */
+export function queueDashboardRoutes(deps: DashboardDeps): Router {
   const serverAdapter = new ExpressAdapter()
   serverAdapter.setBasePath(DASHBOARD_PATH)
   createBullBoard({
-    queues: boardQueues(deps.queues),
+    queues: boardQueues(deps),
     serverAdapter,
-    options: { uiConfig: { boardTitle: 'userdata queues' } },
+    options: { uiConfig: { boardTitle: 'userdata queues', miscLinks: [{ text: 'Track backlog and lag (JSON)', url: `${DASHBOARD_PATH}${BACKLOG_PATH}` }] } },
   })
   const r = Router()
-  r.use(DASHBOARD_PATH, dashboardAuth(deps.adminToken, deps.config.PUBLIC_URL.startsWith('https:')), serverAdapter.getRouter())
+  const auth = dashboardAuth(deps.adminToken, deps.config.PUBLIC_URL.startsWith('https:'))
+  r.get(`${DASHBOARD_PATH}${BACKLOG_PATH}`, auth, async (_req, res) => {
+    res.json(await backlogReport(deps))
+  })
+  r.use(DASHBOARD_PATH, auth, serverAdapter.getRouter())
   return r
 }

@@ -209,14 +209,16 @@ export const openapi: ApiOperation[] = [
   },
 ]
 
-/** Queues one identity job per operation; `acceptedAt` lets the worker apply earlier track work first. */
+/**
+ * Queues the request's operations as one identity job (the worker applies them in order, and
+ * batches the jobs waiting behind it); `acceptedAt` lets it apply earlier track work first.
+ */
 async function submitOperations(deps: ApiDeps, locals: { workspaceId: string; requestId: string }, operations: IdentityOperation[]) {
-  const acceptedAt = Date.now()
-  const jobs: QueuedJob[] = operations.map((operation) => ({
+  const job: QueuedJob = {
     name: 'applyIdentityChange',
-    data: { workspaceId: locals.workspaceId, requestId: locals.requestId, acceptedAt, operation },
-  }))
-  await submitRequest(deps.producer, { ...locals, jobs })
+    data: { workspaceId: locals.workspaceId, requestId: locals.requestId, acceptedAt: Date.now(), operations },
+  }
+  await submitRequest(deps.producer, { ...locals, jobs: [job] })
 }
 
 /** POST /users/merge, /users/identify and /users/delete (interface.md 4.2 to 4.4). */

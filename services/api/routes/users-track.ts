@@ -1,8 +1,7 @@
 import { Router } from 'express'
 import { z } from 'zod'
-import { findBlockedExternalIds } from '../../../shared/db/repositories/workspace-repository.js'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
-import { partitionOf, partitionOfKey, type Identifier } from '../../../shared/domain/identifiers.js'
+import { identifierKey, partitionOf, partitionOfKey, type Identifier } from '../../../shared/domain/identifiers.js'
 import {
   FieldError,
   customAttribute,
@@ -12,7 +11,7 @@ import {
   standardField,
 } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
-import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
+import { BacklogFullError, submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
 import type { AttributeOp, EventOp, PurchaseOp, StandardFields, TrackJob } from '../../../workers/track/schema.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
@@ -180,6 +179,62 @@ function partitionKeyOf(op: AttributeOp): string {
   return `push_token:${op.pushTokens[0].app_id}\u0000${op.pushTokens[0].token}`
 }
 
+/** Where a linked group goes: the first attributes object naming it, one named by external_id, user_alias or service_id first. */
+interface Anchor {
+  partition: number
+  primary: boolean
+  order: number
+}
+
+const better = (a: Anchor, b: Anchor) => (a.primary !== b.primary ? a.primary : a.order < b.order)
+
+/**
+ * Identifiers one request links to one user (union-find over identifier keys): an attributes
+ * object links its identifier with the email and phone it sets. A group goes to the partition of
+ * its anchor. Two groups anchored by different primary identifiers (external_id, user_alias,
+ * service_id) are never merged, so a primary identifier always keeps its own partition (and its
+ * order with other requests); only objects named by a linked email or phone move.
+ */
+class LinkedIdentifiers {
+  private readonly parent = new Map<string, string>()
+  private readonly anchor = new Map<string, Anchor>()
+
+  private find(key: string): string {
+    let root = key
+    while (this.parent.has(root)) root = this.parent.get(root)!
+    // Path compression: later look-ups of the same key are one step.
+    for (let k = key; k !== root; ) {
+      const next = this.parent.get(k)!
+      this.parent.set(k, root)
+      k = next
+    }
+    return root
+  }
+
+  anchorAt(key: string, anchor: Anchor): void {
+    const root = this.find(key)
+    const current = this.anchor.get(root)
+    if (!current || better(anchor, current)) this.anchor.set(root, anchor)
+  }
+
+  link(a: string, b: string): void {
+    const [ra, rb] = [this.find(a), this.find(b)]
+    if (ra === rb) return
+    const [aa, ab] = [this.anchor.get(ra), this.anchor.get(rb)]
+    if (aa?.primary && ab?.primary) return
+    this.parent.set(rb, ra)
+    this.anchor.delete(rb)
+    if (ab && (!aa || better(ab, aa))) this.anchor.set(ra, ab)
+  }
+
+  /** The partition of the key's group, if an attributes object anchors it. */
+  partitionOf(key: string): number | undefined {
+    return this.anchor.get(this.find(key))?.partition
+  }
+}
+
+const isPrimary = (id: Identifier) => id.kind === 'external_id' || id.kind === 'user_alias' || id.kind === 'service_id'
+
 /** Splits a request by partition, keeping request order inside each partition's job. */
 function splitByPartition(
   base: { workspaceId: string; requestId: string },
@@ -195,12 +250,23 @@ function splitByPartition(
     }
     return j
   }
+  const linked = new LinkedIdentifiers()
+  ops.attributes.forEach((a, order) => {
+    if (a.identifier) linked.anchorAt(identifierKey(a.identifier), { partition: partitionOf(a.identifier, partitions), primary: isPrimary(a.identifier), order })
+  })
   for (const a of ops.attributes) {
-    const p = a.identifier ? partitionOf(a.identifier, partitions) : partitionOfKey(partitionKeyOf(a), partitions)
+    if (!a.identifier) continue
+    const key = identifierKey(a.identifier)
+    if (typeof a.fields.email === 'string') linked.link(key, identifierKey({ kind: 'email', value: a.fields.email }))
+    if (typeof a.fields.phone === 'string') linked.link(key, identifierKey({ kind: 'phone', value: a.fields.phone }))
+  }
+  const partitionOfUser = (id: Identifier) => linked.partitionOf(identifierKey(id)) ?? partitionOf(id, partitions)
+  for (const a of ops.attributes) {
+    const p = a.identifier ? partitionOfUser(a.identifier) : partitionOfKey(partitionKeyOf(a), partitions)
     jobFor(p).attributes.push(a)
   }
-  for (const e of ops.events) jobFor(partitionOf(e.identifier, partitions)).events.push(e)
-  for (const p of ops.purchases) jobFor(partitionOf(p.identifier, partitions)).purchases.push(p)
+  for (const e of ops.events) jobFor(partitionOfUser(e.identifier)).events.push(e)
+  for (const p of ops.purchases) jobFor(partitionOfUser(p.identifier)).purchases.push(p)
   return [...jobs].map(([partition, data]) => ({ name: 'applyTrackBatch', partition, data }))
 }
 
@@ -213,7 +279,10 @@ export const openapi: ApiOperation[] = [
     permission: 'users.track',
     write: true,
     body: TrackBody,
-    responses: { 201: '`{message: "success", attributes_processed?, events_processed?, purchases_processed?, errors?}`' },
+    responses: {
+      201: '`{message: "success", attributes_processed?, events_processed?, purchases_processed?, errors?}`',
+      429: 'rate limit of the workspace exceeded, or `{reason: "backlog_full", scope: "workspace" | "all"}`: accepted work not yet applied is at its bound; nothing was enqueued, retry after `Retry-After` seconds',
+    },
   },
 ]
 
@@ -236,7 +305,7 @@ export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
       // An id with a NUL cannot be looked up (nor stored): its object is refused below.
       .map((o) => (isPlainObject(o) && typeof o.external_id === 'string' && !o.external_id.includes('\u0000') ? o.external_id : undefined))
       .filter((x): x is string => x !== undefined)
-    if ((await deps.workspaces.get(workspaceId))?.has_blocked_external_ids && (await findBlockedExternalIds(deps.pg, workspaceId, [...new Set(externalIds)])).size > 0) {
+    if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) {
       throw fatal('provided external_id is blacklisted and disallowed')
     }
 
@@ -248,7 +317,16 @@ export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
       throw new ApiError(400, 'bad_request', errors[0].message, { errors })
     }
     const jobs = splitByPartition({ workspaceId, requestId }, { attributes, events, purchases }, deps.config.TRACK_PARTITIONS)
-    await submitRequest(deps.producer, { workspaceId, requestId, jobs, errors })
+    const backlogBound = { all: deps.config.TRACK_BACKLOG_MAX_OBJECTS, workspace: deps.config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE }
+    try {
+      await submitRequest(deps.producer, { workspaceId, requestId, jobs, errors, backlogBound })
+    } catch (e) {
+      if (e instanceof BacklogFullError) {
+        res.setHeader('Retry-After', String(e.retryAfterSeconds))
+        deps.metrics.rateLimited.inc({ bucket: 'track_backlog' })
+      }
+      throw e
+    }
     res.status(201).json({
       message: 'success',
       ...(body.attributes && { attributes_processed: attributes.length }),

@@ -40,6 +40,15 @@ export async function revokeApiKey(db: Queryable, id: string): Promise<boolean> 
   return r.rowCount === 1
 }
 
+/** Replaces a live key's permissions; false for an unknown or revoked key. */
+export async function setApiKeyPermissions(db: Queryable, id: string, permissions: string[]): Promise<boolean> {
+  const r = await query(db, 'setApiKeyPermissions', 'UPDATE api_keys SET permissions = $2 WHERE id = $1 AND revoked_at IS NULL', [
+    id,
+    permissions,
+  ])
+  return r.rowCount === 1
+}
+
 export interface ScimTokenRecord {
   id: string
   request_origin: string
@@ -65,4 +74,9 @@ export async function findScimTokenByHash(db: Queryable, hash: Buffer): Promise<
     [hash],
   )
   return r.rows[0]
+}
+
+export async function revokeScimToken(db: Queryable, id: string): Promise<boolean> {
+  const r = await query(db, 'revokeScimToken', 'UPDATE scim_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL', [id])
+  return r.rowCount === 1
 }

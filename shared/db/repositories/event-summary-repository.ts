@@ -26,18 +26,22 @@ export async function addEventSummaries(db: Queryable, deltas: EventSummaryDelta
   )
 }
 
-/** Folds one profile's summaries into another's (a merge). */
-export async function moveEventSummaries(db: Queryable, fromProfile: number, toProfile: number): Promise<void> {
+/**
+ * Folds merged profiles' summaries into the kept ones' (no profile appears in two pairs). The
+ * merged profiles' own rows go when those profiles are deleted, in the same transaction.
+ */
+export async function moveEventSummaries(db: Queryable, pairs: { from: number; to: number }[]): Promise<void> {
+  if (pairs.length === 0) return
   await query(
     db,
     'moveEventSummaries',
     `INSERT INTO profile_event_summaries (profile_id, kind, name, first_at, last_at, count)
-     SELECT $2, kind, name, first_at, last_at, count FROM profile_event_summaries WHERE profile_id = $1
+     SELECT m.to_id, s.kind, s.name, s.first_at, s.last_at, s.count
+       FROM profile_event_summaries s JOIN unnest($1::bigint[], $2::bigint[]) AS m(from_id, to_id) ON s.profile_id = m.from_id
      ON CONFLICT (profile_id, kind, name) DO UPDATE SET
        count = profile_event_summaries.count + excluded.count,
        first_at = LEAST(profile_event_summaries.first_at, excluded.first_at),
        last_at = GREATEST(profile_event_summaries.last_at, excluded.last_at)`,
-    [fromProfile, toProfile],
+    [pairs.map((p) => p.from), pairs.map((p) => p.to)],
   )
-  await query(db, 'deleteMovedSummaries', 'DELETE FROM profile_event_summaries WHERE profile_id = $1', [fromProfile])
 }

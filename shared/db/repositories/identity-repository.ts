@@ -1,26 +1,38 @@
 import { query, type Queryable } from '../pool.js'
 
+/** Merges applied together: each `from` is folded into its `to`; no profile appears in two of them. */
+export interface MergePair {
+  from: number
+  to: number
+}
+
+const pairParams = (pairs: MergePair[]) => [pairs.map((p) => p.from), pairs.map((p) => p.to)]
+const PAIRS = 'unnest($1::bigint[], $2::bigint[]) AS m(from_id, to_id)'
+
 /** A merge hands every alias of the merged profile to the kept one, so the alias names the kept user from now on. */
-export async function moveAliases(db: Queryable, fromProfile: number, toProfile: number): Promise<void> {
-  await query(db, 'moveAliases', 'UPDATE profile_aliases SET profile_id = $2 WHERE profile_id = $1', [fromProfile, toProfile])
+export async function moveAliases(db: Queryable, pairs: MergePair[]): Promise<void> {
+  if (pairs.length === 0) return
+  await query(db, 'moveAliases', `UPDATE profile_aliases a SET profile_id = m.to_id FROM ${PAIRS} WHERE a.profile_id = m.from_id`, pairParams(pairs))
 }
 
 /** A merge moves the merged profile's push tokens (its devices) to the kept profile. */
-export async function movePushTokens(db: Queryable, fromProfile: number, toProfile: number): Promise<void> {
-  await query(db, 'movePushTokens', 'UPDATE push_tokens SET profile_id = $2 WHERE profile_id = $1', [fromProfile, toProfile])
+export async function movePushTokens(db: Queryable, pairs: MergePair[]): Promise<void> {
+  if (pairs.length === 0) return
+  await query(db, 'movePushTokens', `UPDATE push_tokens t SET profile_id = m.to_id FROM ${PAIRS} WHERE t.profile_id = m.from_id`, pairParams(pairs))
 }
 
 /**
  * A merge copies the merged profile's subscription-group states for groups the kept profile has
  * no state in; a state the kept profile already holds wins.
  */
-export async function copyMissingSubscriptions(db: Queryable, fromProfile: number, toProfile: number): Promise<void> {
+export async function copyMissingSubscriptions(db: Queryable, pairs: MergePair[]): Promise<void> {
+  if (pairs.length === 0) return
   await query(
     db,
     'copyMissingSubscriptions',
     `INSERT INTO profile_subscriptions (profile_id, group_id, state, updated_at)
-     SELECT $2, group_id, state, updated_at FROM profile_subscriptions WHERE profile_id = $1
+     SELECT m.to_id, s.group_id, s.state, s.updated_at FROM profile_subscriptions s JOIN ${PAIRS} ON s.profile_id = m.from_id
      ON CONFLICT (profile_id, group_id) DO NOTHING`,
-    [fromProfile, toProfile],
+    pairParams(pairs),
   )
 }

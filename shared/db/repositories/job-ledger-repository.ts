@@ -1,47 +1,81 @@
 import { query, type Queryable } from '../pool.js'
-
-/** What a job still owes ClickHouse after its Postgres commit. */
-export interface Outbox {
-  /** Owner profile of each event occurrence of the job, in job order (null: not applied). */
-  eventOwners?: (number | null)[]
-  profileIds: number[]
-  /** Non-fatal errors found while applying, reported on the request. */
-  errors?: unknown[]
-  deletedProfiles?: { id: number; version: number }[]
-  reassign?: { from: number; to: number }[]
-}
-
-/**
- * Records a job as applied, with its outbox, inside the transaction that applied it. False means
- * an earlier attempt already committed it: the caller rolls its own work back.
- */
-export async function recordAppliedJob(db: Queryable, jobKey: string, workspaceId: string, outbox: Outbox): Promise<boolean> {
-  const r = await query(
-    db,
-    'recordAppliedJob',
-    'INSERT INTO applied_jobs (job_key, workspace_id, outbox) VALUES ($1, $2, $3) ON CONFLICT (job_key) DO NOTHING',
-    [jobKey, workspaceId, JSON.stringify(outbox)],
-  )
-  return r.rowCount === 1
-}
-
-/** The outbox of a claimed job that has not completed yet; undefined once completed. */
-export async function pendingOutbox(db: Queryable, jobKey: string): Promise<Outbox | undefined> {
-  const r = await query<{ outbox: Outbox | null }>(
-    db,
-    'pendingOutbox',
-    'SELECT outbox FROM applied_jobs WHERE job_key = $1 AND NOT completed',
-    [jobKey],
-  )
-  return r.rows[0] ? (r.rows[0].outbox ?? { profileIds: [] }) : undefined
-}
-
-export async function completeJob(db: Queryable, jobKey: string): Promise<void> {
-  await query(db, 'completeJob', 'UPDATE applied_jobs SET completed = true, outbox = NULL WHERE job_key = $1', [jobKey])
-}
+import type { Override } from './override-repository.js'
 
 /** Ledger rows are kept a week: far longer than any job can wait to be retried. */
 export async function pruneLedger(db: Queryable): Promise<number> {
   const r = await query(db, 'pruneLedger', `DELETE FROM applied_jobs WHERE completed AND applied_at < now() - interval '7 days'`)
   return r.rowCount ?? 0
+}
+
+/** What a batch of jobs still owes ClickHouse after its Postgres commit; held by its first job's ledger row. */
+export interface BatchOutbox {
+  /** Owner profile of each event and purchase occurrence, per job key, in job order (null: not applied). */
+  owners: Record<string, (number | null)[]>
+  /** Profiles whose snapshot the batch changed. */
+  profiles: { workspaceId: string; profileIds: number[] }[]
+  /** Profiles the batch deleted, with the version their tombstone carries. */
+  deleted: { workspaceId: string; profiles: { id: number; version: number }[] }[]
+  /** Merge overrides the batch wrote or ended (identity batches). */
+  overrides?: Override[]
+}
+
+/** A job's ledger row, with the outbox of the batch it was applied in. */
+export interface LedgerEntry {
+  completed: boolean
+  errors: unknown[]
+  batchKey: string
+  outbox: BatchOutbox | null
+}
+
+/** Ledger rows of the given jobs (absent: never applied). */
+export async function ledgerEntries(db: Queryable, jobKeys: string[]): Promise<Map<string, LedgerEntry>> {
+  const r = await query<{ job_key: string; completed: boolean; errors: unknown[] | null; batch_key: string; outbox: BatchOutbox | null }>(
+    db,
+    'ledgerEntries',
+    `SELECT a.job_key, a.completed, a.errors, COALESCE(a.batch_key, a.job_key) AS batch_key, l.outbox
+       FROM applied_jobs a LEFT JOIN applied_jobs l ON l.job_key = COALESCE(a.batch_key, a.job_key)
+      WHERE a.job_key = ANY($1::text[])`,
+    [jobKeys],
+  )
+  return new Map(r.rows.map((row) => [row.job_key, { completed: row.completed, errors: row.errors ?? [], batchKey: row.batch_key, outbox: row.outbox }]))
+}
+
+/**
+ * Records a batch's jobs as applied inside the transaction that applied them: one row per job,
+ * the outbox on the first. False means another worker recorded one of them first (a worker whose
+ * lock had expired): the caller rolls back.
+ */
+export async function recordAppliedBatch(db: Queryable, jobs: { key: string; workspaceId: string; errors: unknown[] }[], outbox: BatchOutbox): Promise<boolean> {
+  const r = await query(
+    db,
+    'recordAppliedBatch',
+    `INSERT INTO applied_jobs (job_key, workspace_id, batch_key, errors, outbox)
+     SELECT r.job_key, r.workspace_id, $1, r.errors, CASE WHEN r.job_key = $1 THEN $2::jsonb END
+       FROM jsonb_to_recordset($3::jsonb) AS r(job_key text, workspace_id text, errors jsonb)
+     ON CONFLICT (job_key) DO NOTHING`,
+    [jobs[0].key, JSON.stringify(outbox), JSON.stringify(jobs.map((j) => ({ job_key: j.key, workspace_id: j.workspaceId, errors: j.errors.length ? j.errors : null })))],
+  )
+  return r.rowCount === jobs.length
+}
+
+/** Marks jobs whose outbox reached ClickHouse. The outbox stays until the row is pruned: clearing it would cost a row write. */
+export async function completeJobs(db: Queryable, jobKeys: string[]): Promise<void> {
+  if (jobKeys.length === 0) return
+  await query(db, 'completeJobs', 'UPDATE applied_jobs SET completed = true WHERE job_key = ANY($1::text[]) AND NOT completed', [jobKeys])
+}
+
+/**
+ * When the oldest ledger row still owing ClickHouse was applied (null: none). A profile merged or
+ * deleted before that instant can get no more rows in ClickHouse: every batch that could write
+ * them committed before and has completed. Rows older than `ignoreBeforeSeconds` are left out, so
+ * a batch that never completes cannot hold the sweep back forever.
+ */
+export async function oldestIncompleteJob(db: Queryable, ignoreBeforeSeconds: number): Promise<Date | null> {
+  const r = await query<{ t: Date | null }>(
+    db,
+    'oldestIncompleteJob',
+    `SELECT min(applied_at) AS t FROM applied_jobs WHERE NOT completed AND applied_at > now() - make_interval(secs => $1)`,
+    [ignoreBeforeSeconds],
+  )
+  return r.rows[0].t
 }

@@ -55,38 +55,52 @@ export interface LockedProfiles {
 
 export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`
 
-/**
- * Loads and row-locks (in id order, so concurrent jobs never deadlock) every profile the
- * identifiers name, plus the owner of each alias.
- */
-export async function lockProfiles(db: Queryable, workspaceId: string, lookup: ProfileLookup, lock = true): Promise<LockedProfiles> {
-  const aliasLabels = (lookup.aliases ?? []).map((a) => a.alias_label)
-  const aliasNames = (lookup.aliases ?? []).map((a) => a.alias_name)
-  const r = await query<ProfileRow & { alias_label: string | null; alias_name: string | null }>(
-    db,
-    'lockProfiles',
-    `WITH wanted AS (
+/** The profile ids a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as a CTE body. */
+export const WANTED_PROFILES = `
        SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
        UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
        UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
        UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
        UNION SELECT a.profile_id FROM profile_aliases a
                JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
-              WHERE a.workspace_id = $1
-     )
+              WHERE a.workspace_id = $1`
+
+export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {
+  const aliases = lookup.aliases ?? []
+  return [
+    workspaceId,
+    lookup.externalIds ?? [],
+    lookup.serviceIds ?? [],
+    lookup.emails ?? [],
+    lookup.phones ?? [],
+    aliases.map((a) => a.alias_label),
+    aliases.map((a) => a.alias_name),
+  ]
+}
+
+/**
+ * Loads and row-locks (in id order, so concurrent jobs never deadlock) every profile the
+ * identifiers name, plus the owner of each alias.
+ */
+export async function lockProfiles(db: Queryable, workspaceId: string, lookup: ProfileLookup, lock = true): Promise<LockedProfiles> {
+  const params = lookupParams(workspaceId, lookup)
+  const r = await query<ProfileRow>(
+    db,
+    'lockProfiles',
+    `WITH wanted AS (${WANTED_PROFILES})
      ${SELECT_PROFILE} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
-    [workspaceId, lookup.externalIds ?? [], lookup.serviceIds ?? [], lookup.emails ?? [], lookup.phones ?? [], aliasLabels, aliasNames],
+    params,
   )
   const byId = new Map(r.rows.map((p) => [p.id, p]))
   const aliasOwner = new Map<string, number>()
-  if (aliasLabels.length) {
+  if (lookup.aliases?.length) {
     const a = await query<{ alias_label: string; alias_name: string; profile_id: number }>(
       db,
       'findAliasOwners',
       `SELECT a.alias_label, a.alias_name, a.profile_id FROM profile_aliases a
          JOIN unnest($2::text[], $3::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
         WHERE a.workspace_id = $1`,
-      [workspaceId, aliasLabels, aliasNames],
+      [workspaceId, params[5], params[6]],
     )
     for (const row of a.rows) aliasOwner.set(aliasKey(row.alias_label, row.alias_name), row.profile_id)
   }

@@ -23,7 +23,7 @@ export interface Workspace {
   global_control_percent: number
   export_storage: ExportStorage | null
   rate_limits: RateLimitSettings
-  /** Lets the hot path skip the blocked-id lookup for the usual workspace that blocks none. */
+  /** Lets a cache skip loading blocked ids for the usual workspace that blocks none. */
   has_blocked_external_ids: boolean
 }
 
@@ -95,4 +95,15 @@ export async function findBlockedExternalIds(db: Queryable, workspaceId: string,
     [workspaceId, externalIds],
   )
   return new Set(r.rows.map((x) => x.external_id))
+}
+
+/** Every blocked external id of a workspace (at most the 100,000 one PUT may set): API processes hold them in memory. */
+export async function listBlockedExternalIds(db: Queryable, workspaceId: string): Promise<string[]> {
+  const r = await query<{ external_id: string }>(
+    db,
+    'listBlockedExternalIds',
+    'SELECT external_id FROM blocked_external_ids WHERE workspace_id = $1',
+    [workspaceId],
+  )
+  return r.rows.map((x) => x.external_id)
 }

@@ -28,21 +28,14 @@ describe('API keys', () => {
     expectJsonError(await env.call('POST', '/users/track', { key: 'uds_key_not-a-real-key', body: TRACK_BODY }), 401, /invalid API key/)
   })
 
-  it('stops accepting a revoked key within about a second', async () => {
+  it('stops accepting a revoked key at once', async () => {
     const ws = await env.workspace()
     const keys = await env.ctx.pg.query('SELECT id FROM api_keys WHERE workspace_id = $1', [ws.id])
     const path = `/requests/${randomUUID()}`
     expect((await env.call('GET', path, { key: ws.key })).status).toBe(404)
 
     expect((await env.admin('DELETE', `/admin/v1/api_keys/${keys.rows[0].id}`)).status).toBe(204)
-    const revokedAt = Date.now()
-    let last: HttpResult
-    do {
-      last = await env.call('GET', path, { key: ws.key })
-      if (last.status === 401) break
-      await new Promise((r) => setTimeout(r, 50))
-    } while (Date.now() - revokedAt < 1500)
-    expectJsonError(last, 401, /invalid API key/)
+    expectJsonError(await env.call('GET', path, { key: ws.key }), 401, /invalid API key/)
   })
 
   it('refuses a key without the endpoint permission with 403 JSON naming the permission, queuing nothing', async () => {

@@ -175,7 +175,7 @@ describe('the email provider hook', () => {
   async function appWith(provider: EmailProviderLists) {
     const guard: Guard = () => [
       (_req, res, next) => {
-        res.locals.auth = { workspaceId: ws.id, keyId: 'test', permissions: new Set() }
+        res.locals.auth = { workspaceId: ws.id, keyId: 'test', permissions: new Set(), generation: '' }
         res.locals.requestId = randomUUID()
         next()
       },

@@ -1,12 +1,11 @@
-import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { rm } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMetrics } from '../../../shared/metrics.js'
 import { request, startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { freePort } from '../../helpers/ports.js'
 import { until } from '../../helpers/wait.js'
 import { exited, spawnWorkerProcess } from '../../helpers/worker-process.js'
 
@@ -30,13 +29,6 @@ function valueOf(text: string, name: string, labels: Labels = {}): number {
   return sum
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const port = (server.address() as { port: number }).port
-  await new Promise((r) => server.close(r))
-  return port
-}
 
 describe('GET /metrics', () => {
   let env: TestEnv

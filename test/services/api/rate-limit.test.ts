@@ -28,8 +28,8 @@ async function setRateLimits(workspaceId: string, body: unknown) {
 }
 
 /**
- * Calls until the response shows `limit` in force: workspace settings are cached for a second.
- * Returns the first response under the new limit, which has used one request of it.
+ * The first response under `limit`, which has used one request of it. A changed limit holds for
+ * the next request (operator-changes.test.ts); the deadline only keeps a regression from hanging.
  */
 async function untilLimit(call: () => Promise<HttpResult>, limit: number, timeoutMs = 5000): Promise<HttpResult> {
   const deadline = Date.now() + timeoutMs

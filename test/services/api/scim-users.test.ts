@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RateLimits } from '../../../services/api/middleware/rate-limit.js'
 import { ScimBucket } from '../../../shared/domain/rate-limits.js'
 import { CompanyPermissions, Departments, WorkspacePermissions, parseUserFilter } from '../../../shared/domain/scim.js'
+import { OperatorGeneration } from '../../../shared/operator-changes.js'
 import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
 
 const ORIGIN = 'corp.example'
@@ -549,7 +550,7 @@ describe('third-party check with SCIMMY', () => {
 
 describe('SCIM rate limit', () => {
   it('answers 429 with a SCIM error once the company-wide daily limit is spent', async () => {
-    const limits = new RateLimits(env.ctx.redis, env.config.QUEUE_PREFIX)
+    const limits = new RateLimits(env.ctx.redis, new OperatorGeneration(env.ctx.redis, env.config.QUEUE_PREFIX))
     const headers = { setHeader: () => undefined } as never
     const spend = Array.from({ length: ScimBucket.limit }, () => limits.consume(headers, ScimBucket, 'company').catch(() => undefined))
     await Promise.all(spend)

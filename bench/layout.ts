@@ -1,0 +1,47 @@
+// The two process layouts the benchmarks run the service in, on the preloaded database:
+// embedded (one process, every role) and split (two API processes and one worker process at a
+// lower CPU priority, the layout `make run` uses).
+import { startService, stopService, type ServiceProcess } from './lib.js'
+
+/** Niceness of the worker process in the split layout: the API processes win the CPU when both want it. */
+export const WORKER_NICE = 10
+const WORKER_PORT = 3909
+
+export interface Layout {
+  mode: 'embedded' | 'split'
+  apis: string[]
+  /** Split only: stops the worker process (SIGTERM, it finishes its active jobs), or starts it again. */
+  stopWorker(): Promise<void>
+  startWorker(): Promise<void>
+  stop(): Promise<void>
+}
+
+export async function startLayout(mode: 'embedded' | 'split', env: Record<string, string>): Promise<Layout> {
+  const apis: ServiceProcess[] = []
+  let worker: ServiceProcess | undefined
+  const startWorker = async () => {
+    worker = await startService(['worker'], env, WORKER_PORT, { nice: WORKER_NICE })
+  }
+  if (mode === 'embedded') {
+    apis.push(await startService([], env, 3901))
+  } else {
+    await startWorker()
+    for (const port of [3902, 3903]) apis.push(await startService(['api'], env, port))
+  }
+  return {
+    mode,
+    apis: apis.map((a) => a.url),
+    async stopWorker() {
+      if (!worker) throw new Error('no worker process in the embedded layout')
+      await stopService(worker)
+    },
+    async startWorker() {
+      if (mode === 'embedded') throw new Error('no worker process in the embedded layout')
+      await startWorker()
+    },
+    async stop() {
+      for (const a of apis) await stopService(a)
+      if (worker) await stopService(worker)
+    },
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * `make run` / `npm start`: the API and the workers as two processes of one machine, so the API
+ * keeps answering while the workers are saturated. The worker process runs at a lower CPU priority
+ * (nice 10): the scheduler gives the API the cores whenever it has work. The API needs no
+ * ClickHouse; the worker holds the embedded engine (its flock dies with it, so a restart is
+ * immediate). A child that dies unexpectedly is restarted after a short back-off; SIGINT/SIGTERM
+ * are passed on and the supervisor exits once both children have.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import { ConfigError, loadConfig } from '../shared/config.js'
+import { createLogger } from '../shared/logger.js'
+
+const ROOT = path.resolve(import.meta.dirname, '..')
+const MAIN = path.join(ROOT, 'services/main.ts')
+const EXIT_WITH_PARENT = path.join(ROOT, 'bin/exit-with-parent.ts')
+
+const WORKER_NICE = 10
+const FIRST_BACKOFF_MS = 500
+const MAX_BACKOFF_MS = 30_000
+/** A child that ran this long had started well: its next failure is not counted against it. */
+const STEADY_MS = 30_000
+/** Failing this often in a row, each time before STEADY_MS, is a fault a restart cannot fix. */
+const MAX_QUICK_FAILURES = 5
+/** main.ts's own 15 s shutdown grace, and a margin. */
+const SHUTDOWN_GRACE_MS = 20_000
+/** main.ts exits 2 for a bad configuration or an engine held by another process: restarting repeats it. */
+const EXIT_FATAL = 2
+
+interface Child {
+  role: 'api' | 'worker'
+  env: NodeJS.ProcessEnv
+  nice: number
+  proc?: ChildProcess
+  startedAt: number
+  quickFailures: number
+  restartTimer?: NodeJS.Timeout
+}
+
+function main() {
+  let config
+  try {
+    // Checked once here, so a bad variable is reported once rather than by both children.
+    config = loadConfig()
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e
+    console.error(e.message)
+    process.exit(EXIT_FATAL)
+  }
+  const logger = createLogger(config.LOG_LEVEL)
+
+  // The API serves /metrics itself (with auth); a METRICS_PORT listener belongs to the worker alone.
+  const apiEnv = { ...process.env }
+  delete apiEnv.METRICS_PORT
+  const children: Child[] = [
+    { role: 'api', env: apiEnv, nice: 0, startedAt: 0, quickFailures: 0 },
+    { role: 'worker', env: process.env, nice: WORKER_NICE, startedAt: 0, quickFailures: 0 },
+  ]
+  let stopping = false
+  let exitCode = 0
+
+  const start = (c: Child) => {
+    // Children inherit the loader flags this process was started with (tsx).
+    const node = [process.execPath, ...process.execArgv, '--import', EXIT_WITH_PARENT, MAIN, c.role]
+    // `nice` from exec on: every thread inherits it (os.setPriority after spawn lowers only the
+    // main thread on Linux, where the nice value is per thread).
+    const [cmd, ...args] = c.nice ? ['nice', '-n', String(c.nice), ...node] : node
+    const proc = spawn(cmd, args, { env: c.env, stdio: ['pipe', 'inherit', 'inherit'] })
+    c.proc = proc
+    c.startedAt = Date.now()
+    proc.on('error', (e) => logger.error({ role: c.role, err: e }, 'could not start the process'))
+    proc.on('close', (code, signal) => exited(c, proc, code, signal))
+    logger.info({ role: c.role, pid: proc.pid, nice: c.nice }, 'process started')
+  }
+
+  const exited = (c: Child, proc: ChildProcess, code: number | null, signal: NodeJS.Signals | null) => {
+    if (c.proc !== proc) return
+    c.proc = undefined
+    if (stopping) {
+      if (code !== 0) exitCode = exitCode || 1
+      return finishIfDone()
+    }
+    if (code === EXIT_FATAL) {
+      logger.error({ role: c.role }, 'process refused to start (see its message above); stopping')
+      return stop('SIGTERM', EXIT_FATAL)
+    }
+    const ranMs = Date.now() - c.startedAt
+    c.quickFailures = ranMs >= STEADY_MS ? 1 : c.quickFailures + 1
+    if (c.quickFailures >= MAX_QUICK_FAILURES) {
+      logger.error({ role: c.role, code, signal, failures: c.quickFailures }, 'process keeps dying at start; giving up')
+      return stop('SIGTERM', 1)
+    }
+    const delay = Math.min(FIRST_BACKOFF_MS * 2 ** (c.quickFailures - 1), MAX_BACKOFF_MS)
+    logger.warn({ role: c.role, code, signal, restart_in_ms: delay }, 'process exited unexpectedly; restarting')
+    c.restartTimer = setTimeout(() => start(c), delay)
+  }
+
+  const finishIfDone = () => {
+    if (children.every((c) => !c.proc)) process.exit(exitCode)
+  }
+
+  const stop = (signal: NodeJS.Signals, code: number) => {
+    if (!stopping) {
+      stopping = true
+      exitCode = code
+      setTimeout(() => {
+        logger.warn('children still running after the grace period; killing them')
+        for (const c of children) c.proc?.kill('SIGKILL')
+      }, SHUTDOWN_GRACE_MS).unref()
+    }
+    for (const c of children) {
+      clearTimeout(c.restartTimer)
+      c.proc?.kill(signal)
+    }
+    finishIfDone()
+  }
+
+  process.on('SIGINT', () => stop('SIGINT', 0))
+  process.on('SIGTERM', () => stop('SIGTERM', 0))
+  for (const c of children) start(c)
+}
+
+main()

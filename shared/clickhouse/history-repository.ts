@@ -1,0 +1,83 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Erasures, Override } from '../db/repositories/override-repository.js'
+import { batchInserterOf } from './batch-inserter.js'
+import type { ClickHouse } from './client.js'
+
+/**
+ * Writes merge overrides (and their ends) to ClickHouse, where queries apply them. Versions are
+ * doubled so that an end outranks the override it ends and nothing newer (an override pointed
+ * further gets a new version from Postgres); writing the same rows twice changes nothing.
+ */
+export async function writeOverrides(ch: ClickHouse, overrides: Override[]): Promise<void> {
+  await batchInserterOf(ch).insert(
+    `${ch.database}.profile_overrides`,
+    overrides.map((o) => ({
+      workspace_id: o.workspaceId,
+      old_profile_id: o.oldProfileId,
+      new_profile_id: o.newProfileId,
+      version: o.version * 2 + (o.deleted ? 1 : 0),
+      deleted: o.deleted ? 1 : 0,
+    })),
+  )
+}
+
+const EVENT_COLUMNS = 'workspace_id, profile_id, event_id, kind, name, app_id, time, properties, currency, price, quantity, inserted_at'
+
+/**
+ * The squash's copy: every row of the overridden profiles written again under the profile it now
+ * belongs to, in one INSERT ... SELECT for all of them (reading only their key ranges). Safe to
+ * repeat: a copy made twice has the same key and collapses.
+ */
+export async function copyOverriddenEvents(ch: ClickHouse, overrides: Override[]): Promise<void> {
+  if (overrides.length === 0) return
+  await ch.client.command({
+    query: `INSERT INTO ${ch.database}.events (${EVENT_COLUMNS})
+            SELECT workspace_id, transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id), ${EVENT_COLUMNS.split(', ').slice(2).join(', ')}
+              FROM ${ch.database}.events
+             WHERE workspace_id IN {workspaces:Array(String)} AND profile_id IN {olds:Array(UInt64)}`,
+    query_params: {
+      olds: overrides.map((o) => o.oldProfileId),
+      news: overrides.map((o) => o.newProfileId),
+      workspaces: [...new Set(overrides.map((o) => o.workspaceId))],
+    },
+  })
+}
+
+/** The tables the sweep removes a profile's rows from: its history, its records and the overrides leading from it. */
+export type HistoryTable = 'events' | 'profile_snapshots' | 'profile_overrides'
+const PROFILE_COLUMN: Record<HistoryTable, string> = { events: 'profile_id', profile_snapshots: 'profile_id', profile_overrides: 'old_profile_id' }
+
+/**
+ * Removes every row of the given profiles from a table with one mutation (ALTER TABLE ... DELETE
+ * rewrites the parts that hold them, so the rows leave the disk, unlike a lightweight DELETE that
+ * only masks them), and waits until it is done. Issued without `mutations_sync` and then polled,
+ * so a server keeps answering other statements meanwhile (the embedded engine runs the mutation
+ * inside the statement: its inserts wait). Safe to repeat.
+ */
+export async function eraseRowsOf(ch: ClickHouse, table: HistoryTable, profiles: Erasures[]): Promise<void> {
+  const ids = profiles.flatMap((p) => p.profileIds)
+  if (ids.length === 0) return
+  await ch.client.command({
+    query: `ALTER TABLE ${ch.database}.${table} DELETE WHERE workspace_id IN {workspaces:Array(String)} AND ${PROFILE_COLUMN[table]} IN {ids:Array(UInt64)}`,
+    query_params: { workspaces: [...new Set(profiles.map((p) => p.workspaceId))], ids },
+  })
+  await waitForMutations(ch, table)
+}
+
+const MUTATION_POLL_MS = 250
+
+/** Waits until a table has no unfinished mutation; a mutation that keeps failing is an error. */
+async function waitForMutations(ch: ClickHouse, table: HistoryTable): Promise<void> {
+  for (;;) {
+    const rs = await ch.client.query({
+      query: `SELECT count() AS pending, anyIf(latest_fail_reason, latest_fail_reason != '') AS failure
+                FROM system.mutations WHERE database = {db:String} AND table = {table:String} AND NOT is_done`,
+      query_params: { db: ch.database, table },
+      format: 'JSONEachRow',
+    })
+    const [row] = await rs.json<{ pending: string | number; failure: string }>()
+    if (Number(row.pending) === 0) return
+    if (row.failure) throw new Error(`mutation on ${table} failing: ${row.failure}`)
+    await sleep(MUTATION_POLL_MS)
+  }
+}

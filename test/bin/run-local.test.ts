@@ -1,0 +1,205 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import http from 'node:http'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { dropTestDatabase } from '../helpers/harness.js'
+import { freePort } from '../helpers/ports.js'
+import { until } from '../helpers/wait.js'
+import { exited } from '../helpers/worker-process.js'
+
+const ROOT = path.resolve(import.meta.dirname, '../..')
+const cleanups: (() => Promise<void>)[] = []
+afterAll(async () => {
+  for (const c of cleanups) await c()
+})
+
+
+function kill(pid: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(pid, signal)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Running, not a zombie left for a parent that is gone. */
+function alive(pid: number): boolean {
+  try {
+    return statFields(`/proc/${pid}/stat`)[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
+
+function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+/** The fields of /proc/<pid>/stat from the state on (index 0 is field 3), past the command name. */
+function statFields(file: string): string[] {
+  const text = readFileSync(file, 'utf8')
+  return text.slice(text.lastIndexOf(') ') + 2).split(' ')
+}
+
+/** Nice value of every thread of a process, with the thread's name. */
+function threadNice(pid: number): { name: string; nice: number }[] {
+  const dir = `/proc/${pid}/task`
+  return readdirSync(dir).map((tid) => ({
+    name: readFileSync(`${dir}/${tid}/comm`, 'utf8').trim(),
+    nice: Number(statFields(`${dir}/${tid}/stat`)[16]),
+  }))
+}
+
+interface Supervisor {
+  proc: ChildProcess
+  stdout: () => string
+  stderr: () => string
+  url: string
+  metricsUrl: string
+  /** The supervisor's child running `main.ts <role>`, if it has one now. */
+  child(role: 'api' | 'worker'): number | undefined
+}
+
+/** `bin/run-local.ts` as `npm start` runs it, on a database, DATA_DIR and queue prefix that nothing created yet. */
+async function startSupervisor(env: Record<string, string> = {}): Promise<Supervisor> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-run-local-'))
+  const dbName = `uds_test_runlocal_${randomBytes(4).toString('hex')}`
+  const port = await freePort()
+  const metricsPort = await freePort()
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'bin/run-local.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      DATA_DIR: dataDir,
+      DATABASE_URL: `postgres://127.0.0.1:5432/${dbName}`,
+      QUEUE_PREFIX: `udstest_${randomBytes(5).toString('hex')}`,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  let err = ''
+  proc.stdout!.on('data', (d) => (out += d))
+  proc.stderr!.on('data', (d) => (err += d))
+  const seen = new Set<number>()
+  const child = (role: 'api' | 'worker') =>
+    childPids(proc.pid!).find((pid) => {
+      try {
+        const found = readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`main.ts\0${role}\0`)
+        if (found) seen.add(pid)
+        return found
+      } catch {
+        return false
+      }
+    })
+  cleanups.push(async () => {
+    for (const pid of [...childPids(proc.pid!), ...seen]) kill(pid, 'SIGKILL')
+    kill(proc.pid!, 'SIGKILL')
+    await dropTestDatabase(dbName).catch(() => {})
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+  return { proc, stdout: () => out, stderr: () => err, url: `http://127.0.0.1:${port}`, metricsUrl: `http://127.0.0.1:${metricsPort}`, child }
+}
+
+const status = (url: string, init?: RequestInit) => fetch(url, init).then((r) => r.status, () => 0)
+
+async function trackAndWait(sup: Supervisor, key: string, externalId: string): Promise<string> {
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+  const res = await fetch(`${sup.url}/users/track`, { method: 'POST', headers, body: JSON.stringify({ attributes: [{ external_id: externalId, visits: { inc: 1 } }] }) })
+  expect(res.status).toBeLessThan(300)
+  const id = res.headers.get('x-request-id')!
+  const done = await until(
+    `request ${id} applied`,
+    () => fetch(`${sup.url}/requests/${id}`, { headers }).then((r) => r.json() as Promise<{ status: string }>),
+    (b) => b.status === 'done' || b.status === 'failed',
+    60_000,
+  )
+  return done.status
+}
+
+async function banner(sup: Supervisor): Promise<string> {
+  await until('the API banner', () => sup.stdout() + (sup.proc.exitCode ?? ''), (s) => s.includes('SCIM token:') || sup.proc.exitCode !== null, 120_000)
+  const key = /API key:\s+(\S+)/.exec(sup.stdout())?.[1]
+  if (!key) throw new Error(`no banner (exit ${sup.proc.exitCode}): ${sup.stdout()}\n${sup.stderr()}`)
+  return key
+}
+
+describe('bin/run-local.ts (make run)', () => {
+  it('runs the API and a lower-priority worker as two processes from a fresh database, restarts either when it dies, and stops on SIGTERM', async () => {
+    const sup = await startSupervisor()
+    const key = await banner(sup)
+    expect(sup.stdout()).toMatch(/^API listening on http:\/\/127\.0\.0\.1:\d+$/m)
+    expect(sup.stdout()).toMatch(/^admin token: +\S+/m)
+    await until('the worker', () => status(`${sup.metricsUrl}/metrics`), (s) => s === 200, 120_000)
+    // Idle connections live longer than clients' pools keep them (no reset on reuse).
+    const keepAlive = await new Promise<string | undefined>((resolve, reject) => {
+      http
+        .get(`${sup.url}/healthz`, (res) => {
+          res.resume()
+          resolve(res.headers['keep-alive'] as string | undefined)
+        })
+        .on('error', reject)
+    })
+    expect(keepAlive).toBe('timeout=65')
+
+    const api = sup.child('api')!
+    const worker = sup.child('worker')!
+    expect(api).toBeGreaterThan(0)
+    expect(worker).toBeGreaterThan(0)
+    expect(api).not.toBe(worker)
+    expect(threadNice(api).every((t) => t.nice === 0)).toBe(true)
+    // Every thread the worker's runtime made is at nice 10 (chDB's MemoryWorker thread raises itself).
+    const workerThreads = threadNice(worker).filter((t) => t.name !== 'MemoryWorker')
+    expect(workerThreads.length).toBeGreaterThan(5)
+    expect(workerThreads.filter((t) => t.nice !== 10)).toEqual([])
+
+    expect(await trackAndWait(sup, key, 'run-local-1')).toBe('done')
+
+    // A worker killed outright is replaced at once (its engine lock died with it).
+    kill(worker, 'SIGKILL')
+    const worker2 = await until('a new worker', () => sup.child('worker'), (pid) => pid !== undefined && pid !== worker, 30_000)
+    await until('the new worker', () => status(`${sup.metricsUrl}/metrics`), (s) => s === 200, 120_000)
+    expect(await trackAndWait(sup, key, 'run-local-2')).toBe('done')
+
+    kill(api, 'SIGKILL')
+    const api2 = await until('a new API', () => sup.child('api'), (pid) => pid !== undefined && pid !== api, 30_000)
+    await until('the new API', () => status(`${sup.url}/requests/00000000-0000-0000-0000-000000000000`, { headers: { authorization: `Bearer ${key}` } }), (s) => s === 404, 120_000)
+    expect(await trackAndWait(sup, key, 'run-local-3')).toBe('done')
+    expect(sup.proc.exitCode).toBeNull()
+
+    sup.proc.kill('SIGTERM')
+    expect(await exited(sup.proc)).toBe(0)
+    expect(alive(api2!)).toBe(false)
+    expect(alive(worker2!)).toBe(false)
+  }, 300_000)
+
+  it('reports a bad variable once and exits 2 without starting anything', async () => {
+    const sup = await startSupervisor({ PORT: 'abc' })
+    expect(await exited(sup.proc)).toBe(2)
+    expect(sup.stderr().match(/^\s*PORT: /gm)).toHaveLength(1)
+    expect(sup.stdout()).not.toContain('API listening')
+  })
+
+  it('takes its children down when it is killed outright, so none keeps the port or the engine', async () => {
+    const sup = await startSupervisor()
+    await banner(sup)
+    const api = await until('the API process', () => sup.child('api'), (pid) => pid !== undefined, 30_000)
+    const worker = await until('the worker process', () => sup.child('worker'), (pid) => pid !== undefined, 30_000)
+    await until('the worker', () => status(`${sup.metricsUrl}/metrics`), (s) => s === 200, 120_000)
+    sup.proc.kill('SIGKILL')
+    await until('both children to stop', () => alive(api!) || alive(worker!), (any) => !any, 30_000)
+  }, 180_000)
+})

@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { afterAll, beforeEach, describe, expect, it } from 'vitest'
+import { RequestTracker } from '../../../shared/queue/request-tracker.js'
+
+const redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379')
+const base = `udstest_${randomBytes(5).toString('hex')}`
+let prefix = base
+let tracker = new RequestTracker(redis, prefix)
+
+beforeEach((t) => {
+  prefix = `${base}_${t.task.id}`
+  tracker = new RequestTracker(redis, prefix)
+})
+
+afterAll(async () => {
+  const keys = await redis.keys(`${base}_*`)
+  if (keys.length) await redis.del(...keys)
+  await redis.quit()
+})
+
+/** Writes to the Redis socket while fn runs: a pipeline or one script call is one write, one round trip. */
+async function roundTrips(fn: () => Promise<unknown>): Promise<number> {
+  const stream = (redis as unknown as { stream: { write: (...a: unknown[]) => boolean } }).stream
+  const write = stream.write
+  let writes = 0
+  stream.write = (...a: unknown[]) => {
+    writes++
+    return write.apply(stream, a)
+  }
+  try {
+    await fn()
+  } finally {
+    stream.write = write
+  }
+  return writes
+}
+
+describe('request tracker batch API', () => {
+  it('reports a batch in one script call, idempotently per job', async () => {
+    await tracker.create('r1', 'ws1', 2, [{ type: 'invalid_object', index: 0 }], { shares: [{ jobKey: 'r1_0', objects: 3 }, { jobKey: 'r1_1', objects: 2 }] })
+    await tracker.create('r2', 'ws2', 1, [], { shares: [{ jobKey: 'r2_0', objects: 4 }] })
+    expect((await tracker.backlog()).all).toBe(9)
+
+    expect(await roundTrips(() => tracker.markStartedMany(['r1', 'r2']))).toBe(1)
+    expect(await tracker.get('r1', 'ws1')).toEqual({ request_id: 'r1', status: 'processing', errors: [{ type: 'invalid_object', index: 0 }] })
+
+    const batch = [
+      { requestId: 'r1', jobKey: 'r1_0', status: 'done' as const, errors: [{ message: 'skipped one' }] },
+      { requestId: 'r2', jobKey: 'r2_0', status: 'failed' as const, errors: [{ message: 'bad' }] },
+    ]
+    expect(await roundTrips(() => tracker.reportJobs(batch))).toBe(1)
+    let b = await tracker.backlog()
+    expect(b.all).toBe(2)
+    expect(Object.fromEntries(b.byWorkspace)).toEqual({ ws1: 2 })
+
+    // A replay after a crash: nothing changes.
+    await tracker.reportJobs(batch)
+    await tracker.markJobDone('r1', 'r1_0', [{ message: 'skipped one' }])
+    await tracker.markJobFailed('r2', 'r2_0', [{ message: 'bad' }])
+    expect((await tracker.backlog()).all).toBe(2)
+    expect(await tracker.get('r2', 'ws2')).toEqual({ request_id: 'r2', status: 'failed', errors: [{ message: 'bad' }] })
+    expect(await tracker.get('r1', 'ws1')).toEqual({
+      request_id: 'r1',
+      status: 'processing',
+      errors: [{ type: 'invalid_object', index: 0 }, { message: 'skipped one' }],
+    })
+
+    await tracker.markJobDone('r1', 'r1_1')
+    await tracker.markJobDone('r1', 'r1_1')
+    expect(await tracker.get('r1', 'ws1')).toMatchObject({ status: 'done' })
+    b = await tracker.backlog()
+    expect(b.all).toBe(0)
+    expect(b.byWorkspace.size).toBe(0)
+    expect(await redis.hgetall(`${prefix}:backlog`)).toEqual({})
+    expect(await tracker.get('r1', 'ws2')).toBeUndefined()
+  })
+
+  it('refuses a request that would overfill the workspace or the whole backlog, recording nothing', async () => {
+    const bound = { all: 10, workspace: 6 }
+    expect(await tracker.create('a1', 'wsA', 1, [], { shares: [{ jobKey: 'a1_0', objects: 5 }], bound })).toBeUndefined()
+    expect(await tracker.create('a2', 'wsA', 1, [], { shares: [{ jobKey: 'a2_0', objects: 2 }], bound })).toEqual({ scope: 'workspace', objects: 5, limit: 6 })
+    expect(await tracker.create('b1', 'wsB', 1, [], { shares: [{ jobKey: 'b1_0', objects: 5 }], bound })).toBeUndefined()
+    expect(await tracker.create('c1', 'wsC', 1, [], { shares: [{ jobKey: 'c1_0', objects: 1 }], bound })).toEqual({ scope: 'all', objects: 10, limit: 10 })
+    expect(await redis.exists(`${prefix}:request:a2`, `${prefix}:request:c1`)).toBe(0)
+    // Counted but never refused (no bound given).
+    expect(await tracker.create('c2', 'wsC', 1, [], { shares: [{ jobKey: 'c2_0', objects: 1 }] })).toBeUndefined()
+    expect((await tracker.backlog()).all).toBe(11)
+
+    // An enqueue that failed gives the share back once; a job already reported keeps nothing to give.
+    await tracker.markJobDone('a1', 'a1_0')
+    await tracker.release('a1')
+    await tracker.release('b1')
+    await tracker.release('b1')
+    await tracker.markJobDone('b1', 'b1_0')
+    await tracker.markJobDone('c2', 'c2_0')
+    expect(await redis.hgetall(`${prefix}:backlog`)).toEqual({})
+  })
+})

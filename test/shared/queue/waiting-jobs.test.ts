@@ -1,0 +1,54 @@
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { QueueRegistry } from '../../../shared/queue/queues.js'
+import { oldestWaiting, removeWaiting } from '../../../shared/queue/waiting-jobs.js'
+
+let redis: Redis
+let queues: QueueRegistry
+beforeAll(() => {
+  redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null })
+  queues = new QueueRegistry(redis, `udstest_${randomBytes(5).toString('hex')}`, 1)
+})
+afterAll(async () => {
+  const keys = await redis.keys(`${queues.prefix}:*`)
+  if (keys.length) await redis.del(...keys)
+  await queues.close()
+  redis.disconnect()
+})
+
+async function fill(name: string, count: number): Promise<string[]> {
+  const queue = queues.get(name)
+  const ids: string[] = []
+  for (let i = 0; i < count; i++) ids.push((await queue.add('probe', { n: i }, { jobId: `${name}-${i}` })).id!)
+  return ids
+}
+
+describe('waiting jobs read and removed a batch at a time', () => {
+  it('reads the oldest first, in pages, with their payloads', async () => {
+    const ids = await fill('peek', 5)
+    const queue = queues.get('peek')
+    expect(await oldestWaiting(redis, queue, 0, 3)).toEqual([0, 1, 2].map((n) => ({ id: ids[n], data: { n } })))
+    expect(await oldestWaiting(redis, queue, 3, 3)).toEqual([3, 4].map((n) => ({ id: ids[n], data: { n } })))
+    expect(await oldestWaiting(redis, queue, 5, 3)).toEqual([])
+  })
+
+  it('removes the oldest jobs with their hashes and leaves the rest in order', async () => {
+    const ids = await fill('trim', 5)
+    const queue = queues.get('trim')
+    await removeWaiting(redis, queue, ids.slice(0, 3))
+    expect((await queue.getWaiting(0, -1)).map((j) => j.id)).toEqual(ids.slice(3))
+    for (const id of ids.slice(0, 3)) expect(await queue.getJob(id)).toBeUndefined()
+    // Repeating a removal (a retry after a lost reply) changes nothing.
+    await removeWaiting(redis, queue, ids.slice(0, 3))
+    expect(await queue.getWaitingCount()).toBe(2)
+  })
+
+  it('removes by id when the jobs are not the oldest in the list', async () => {
+    const ids = await fill('scattered', 5)
+    const queue = queues.get('scattered')
+    await removeWaiting(redis, queue, [ids[1], ids[3]])
+    expect((await queue.getWaiting(0, -1)).map((j) => j.id)).toEqual([ids[0], ids[2], ids[4]])
+    expect(await queue.getJob(ids[3])).toBeUndefined()
+  })
+})

@@ -1,0 +1,66 @@
+import type pg from 'pg'
+import type { Erasures, Override } from '../../shared/db/repositories/override-repository.js'
+import { lockProfiles } from '../../shared/db/repositories/profile-repository.js'
+import { applyDelete } from './delete.js'
+import { applyIdentify } from './identify.js'
+import { IdentityBatch } from './identity-batch.js'
+import { applyMerge } from './merge.js'
+import { lookupOf, type IdentityError } from './resolve.js'
+import type { IdentityJob, IdentityOperation } from './schema.js'
+
+/** A job of a batch, named by its ledger key. */
+export interface KeyedIdentityJob {
+  key: string
+  job: IdentityJob
+}
+
+/** What a batch's commit leaves for ClickHouse and for the requests' progress. */
+export interface AppliedIdentityJobs {
+  errors: Map<string, IdentityError[]>
+  changed: { workspaceId: string; profileIds: number[] }[]
+  deleted: { workspaceId: string; profiles: { id: number; version: number }[] }[]
+  overrides: Override[]
+  erased: Erasures[]
+}
+
+function applyOperation(batch: IdentityBatch, op: IdentityOperation): Promise<IdentityError | undefined> {
+  switch (op.type) {
+    case 'merge':
+      return applyMerge(batch, op)
+    case 'identify':
+      return applyIdentify(batch, op)
+    case 'delete':
+      return applyDelete(batch, op)
+  }
+}
+
+/**
+ * Applies identity jobs in acceptance order inside the caller's transaction. Per workspace, every
+ * profile any of its jobs names is locked at once (in id order, like track batches), then the
+ * operations run one after the other against that state (see IdentityBatch).
+ */
+export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJob[], now: string): Promise<AppliedIdentityJobs> {
+  const out: AppliedIdentityJobs = { errors: new Map(), changed: [], deleted: [], overrides: [], erased: [] }
+  const byWorkspace = new Map<string, KeyedIdentityJob[]>()
+  for (const j of jobs) byWorkspace.set(j.job.workspaceId, [...(byWorkspace.get(j.job.workspaceId) ?? []), j])
+  for (const [workspaceId, wsJobs] of byWorkspace) {
+    const ops = wsJobs.flatMap((j) => j.job.operations)
+    const targets = ops.flatMap((op) => (op.type === 'merge' ? [op.toMerge, op.toKeep] : [op.user]))
+    const externalIds = ops.flatMap((op) => (op.type === 'identify' ? [op.externalId] : []))
+    const batch = new IdentityBatch(db, workspaceId, await lockProfiles(db, workspaceId, lookupOf(targets, externalIds)), now)
+    for (const { key, job } of wsJobs) {
+      const errors: IdentityError[] = []
+      for (const op of job.operations) {
+        const error = await applyOperation(batch, op)
+        if (error) errors.push(error)
+      }
+      out.errors.set(key, errors)
+    }
+    const outcome = await batch.finish()
+    if (outcome.changed.length) out.changed.push({ workspaceId, profileIds: outcome.changed })
+    if (outcome.deleted.length) out.deleted.push({ workspaceId, profiles: outcome.deleted })
+    if (outcome.erased.length) out.erased.push({ workspaceId, profileIds: outcome.erased })
+    out.overrides.push(...outcome.overrides)
+  }
+  return out
+}
