@@ -14,6 +14,19 @@ import { ensureAdminToken, ensureFirstStartCredentials } from './bootstrap.js'
 import { warnAboutRedisDurability } from './redis-check.js'
 
 const SHUTDOWN_GRACE_MS = 15_000
+/**
+ * A request must never be cut off. Node closes a keep-alive connection after 5 s idle: a client
+ * that reuses it at that instant (or whose own idle timer ran late) sees a reset. Clients and load
+ * balancers keep idle connections up to about 60 s, so the server waits longer than they do;
+ * the headers timeout stays above it, as Node requires for keep-alive.
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 65_000
+/**
+ * Connections waiting to be accepted. Under a burst (or while the event loop is busy) Node's
+ * default 511 overflows; the kernel then drops connection attempts or answers SYN cookies, some
+ * of which end in a reset. The kernel caps this at net.core.somaxconn (4096 on current Linux).
+ */
+const LISTEN_BACKLOG = 4096
 
 /**
  * `main.ts` (no args): API and every worker in one process, on the embedded ClickHouse.
@@ -36,6 +49,10 @@ async function main() {
   const config = loadConfig()
   const roles = parseRoles(process.argv.slice(2))
   const logger = createLogger(config.LOG_LEVEL)
+  // A stop asked for while starting (migrations, the embedded engine) is honoured once started, with exit 0.
+  let stopAsked: string | undefined
+  const askStop = (signal: string) => (stopAsked = signal)
+  process.on('SIGTERM', askStop).on('SIGINT', askStop)
   const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0, migrate: true })
   await warnAboutRedisDurability(ctx.redis, logger)
   const metrics = createMetrics()
@@ -55,7 +72,9 @@ async function main() {
     const admin = await ensureAdminToken(config)
     const creds = await ensureFirstStartCredentials(ctx.pg, config)
     const app = createApp(apiDepsFrom(ctx, metrics, admin.token))
-    server = app.listen(config.PORT, config.HOST)
+    server = app.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG })
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+    server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000
     await new Promise<void>((resolve, reject) => server!.once('listening', resolve).once('error', reject))
     const banner = [
       `API listening on ${config.PUBLIC_URL}`,
@@ -89,8 +108,10 @@ async function main() {
     await ctx.close()
     process.exit(0)
   }
+  process.off('SIGTERM', askStop).off('SIGINT', askStop)
   process.on('SIGTERM', () => void shutdown('SIGTERM'))
   process.on('SIGINT', () => void shutdown('SIGINT'))
+  if (stopAsked) void shutdown(stopAsked)
 }
 
 main().catch((e) => {

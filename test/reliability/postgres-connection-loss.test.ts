@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { countEvents } from '../../shared/clickhouse/event-repository.js'
 import { withDefaultUser } from '../../shared/db/pool.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { until } from '../helpers/wait.js'
 
 // A track worker applies a load of `inc` attributes and events while every backend of the test
 // database is terminated again and again (the worker's and the API's alike). Every request must
@@ -39,13 +40,6 @@ function makeRequest(n: number) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 interface Kills {
   rounds: number
@@ -136,11 +130,7 @@ describe('Postgres connections terminated under a track load', () => {
       for (const id of requestIds) if ((await env.ctx.tracker.get(id, ws.id))?.status === 'done') done++
       return done
     }
-    await waitUntil(
-      async () => killing.kills.rounds >= 15 && (await doneCount()) >= REQUESTS / 2,
-      60_000,
-      'half of the requests to be applied under the kills',
-    )
+    await until('half of the requests to be applied under the kills', async () => killing.kills.rounds >= 15 && (await doneCount()) >= REQUESTS / 2, (ok) => ok, 60_000)
     await killing.stop()
     const { kills } = killing
 

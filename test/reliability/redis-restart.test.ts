@@ -3,6 +3,7 @@ import net from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { until } from '../helpers/wait.js'
 import { exited } from '../helpers/worker-process.js'
 
 // The API under a steady /users/track load while its Redis (a private redis-server, without
@@ -35,13 +36,6 @@ function pings(port: number): Promise<boolean> {
   })
 }
 
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(25)
-  }
-}
 
 let port: number
 let redis: ChildProcess | undefined
@@ -49,7 +43,7 @@ let env: TestEnv | undefined
 
 async function startRedis(): Promise<void> {
   redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1'], { stdio: 'ignore' })
-  await waitUntil(() => pings(port), 10_000, `redis-server on port ${port}`)
+  await until(`redis-server on port ${port}`, () => pings(port), (ok) => ok, 10_000)
 }
 
 async function killRedis(): Promise<void> {
@@ -109,19 +103,19 @@ describe('Redis killed and restarted while the API is under load', () => {
     const count = (p: (s: Sent) => boolean) => sent.filter(p).length
 
     try {
-      await waitUntil(() => count((s) => s.status === 201) >= 20, 20_000, 'the API to accept requests')
+      await until('the API to accept requests', () => count((s) => s.status === 201) >= 20, (ok) => ok, 20_000)
 
       await killRedis()
       phase = 'down'
       const killedAt = Date.now()
-      await waitUntil(() => count((s) => s.phase === 'down' && s.status === 503) >= 20 && Date.now() - killedAt >= 2000, 20_000, '503s while Redis is away')
+      await until('503s while Redis is away', () => count((s) => s.phase === 'down' && s.status === 503) >= 20 && Date.now() - killedAt >= 2000, (ok) => ok, 20_000)
 
       await startRedis()
       phase = 'after'
       const restartedAt = Date.now()
-      await waitUntil(() => count((s) => s.phase === 'after' && s.status === 201) >= 1, 15_000, 'the API to accept requests again')
+      await until('the API to accept requests again', () => count((s) => s.phase === 'after' && s.status === 201) >= 1, (ok) => ok, 15_000)
       const recoveredMs = Date.now() - restartedAt
-      await waitUntil(() => count((s) => s.phase === 'after' && s.status === 201) >= 30, 20_000, 'more accepted requests after the recovery')
+      await until('more accepted requests after the recovery', () => count((s) => s.phase === 'after' && s.status === 201) >= 30, (ok) => ok, 20_000)
       stopped = true
       await stream
 
