@@ -64,7 +64,9 @@ export function createApp(deps: ApiDeps): express.Express {
     ...(opts.write ? [assignRequestId, idem] : []),
   ]
 
+  // Each request walks the routers in turn: the one taking by far the most requests comes first.
   const routers: Router[] = [
+    usersTrackRoutes(deps, guard),
     healthRoutes(deps),
     metricsRoutes(deps),
     docsRoutes(() => buildOpenApiDocument({ publicUrl: deps.config.PUBLIC_URL, operations: apiOperations() })),
@@ -72,7 +74,6 @@ export function createApp(deps: ApiDeps): express.Express {
     adminRoutes(deps),
     adminEmailListRoutes(deps),
     requestRoutes(deps, authenticate, limit),
-    usersTrackRoutes(deps, guard),
     usersExportIdsRoutes(deps, guard),
     usersIdentityRoutes(deps, guard),
     usersExportRoutes(deps, guard),
