@@ -70,16 +70,21 @@ async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Qu
   if (!processor.joins(first)) return []
   const taken: BatchEntry<N>[] = []
   let weight = processor.weight(first)
-  for (let start = 0; taken.length < MAX_BATCH_JOBS; start += PEEK_PAGE) {
-    const page = await oldestWaiting(queues.connection, queue, start, PEEK_PAGE)
+  // Jobs of a backlog are alike in size: read about as many as fit (parsing payloads that do not
+  // fit was a tenth of the worker's time with full-size requests), more if they turn out smaller.
+  const likelyFit = (room: number) => Math.min(PEEK_PAGE, Math.max(1, Math.ceil(room / Math.max(1, processor.weight(first)))))
+  for (let start = 0; taken.length < MAX_BATCH_JOBS; ) {
+    const count = likelyFit(processor.maxWeight - weight)
+    const page = await oldestWaiting(queues.connection, queue, start, count)
     for (const job of page) {
-      const data = job.data as JobOf<N>
+      const data = JSON.parse(job.payload) as JobOf<N>
       const w = processor.weight(data)
       if (!processor.joins(data) || weight + w > processor.maxWeight || taken.length >= MAX_BATCH_JOBS) return taken
       taken.push({ id: job.id, data })
       weight += w
     }
-    if (page.length < PEEK_PAGE) return taken
+    if (page.length < count) return taken
+    start += page.length
   }
   return taken
 }

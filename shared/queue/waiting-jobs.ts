@@ -45,12 +45,15 @@ end
 for i = 2, #ARGV do redis.call('DEL', ARGV[1] .. ARGV[i], ARGV[1] .. ARGV[i] .. ':logs') end
 return k`
 
-/** Up to `count` waiting jobs of `queue` (whose connection `redis` is) after the `start` oldest, oldest first, with their parsed payloads. */
-export async function oldestWaiting(redis: Redis, queue: Queue, start: number, count: number): Promise<{ id: string; data: unknown }[]> {
+/**
+ * Up to `count` waiting jobs of `queue` (whose connection `redis` is) after the `start` oldest,
+ * oldest first, with their payloads as stored (JSON): the caller parses only the ones it takes.
+ */
+export async function oldestWaiting(redis: Redis, queue: Queue, start: number, count: number): Promise<{ id: string; payload: string }[]> {
   const flat = (await redis.eval(PEEK, 1, queue.keys.wait, queue.toKey(''), start, count)) as string[]
-  const jobs: { id: string; data: unknown }[] = []
+  const jobs: { id: string; payload: string }[] = []
   // A job removed between the list read and its hash read has no data: skipped.
-  for (let i = 0; i < flat.length; i += 2) if (flat[i + 1]) jobs.push({ id: flat[i], data: JSON.parse(flat[i + 1]) })
+  for (let i = 0; i < flat.length; i += 2) if (flat[i + 1]) jobs.push({ id: flat[i], payload: flat[i + 1] })
   return jobs
 }
 

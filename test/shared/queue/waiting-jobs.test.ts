@@ -28,8 +28,10 @@ describe('waiting jobs read and removed a batch at a time', () => {
   it('reads the oldest first, in pages, with their payloads', async () => {
     const ids = await fill('peek', 5)
     const queue = queues.get('peek')
-    expect(await oldestWaiting(redis, queue, 0, 3)).toEqual([0, 1, 2].map((n) => ({ id: ids[n], data: { n } })))
-    expect(await oldestWaiting(redis, queue, 3, 3)).toEqual([3, 4].map((n) => ({ id: ids[n], data: { n } })))
+    const read = async (start: number, count: number) =>
+      (await oldestWaiting(redis, queue, start, count)).map((j) => ({ id: j.id, data: JSON.parse(j.payload) }))
+    expect(await read(0, 3)).toEqual([0, 1, 2].map((n) => ({ id: ids[n], data: { n } })))
+    expect(await read(3, 3)).toEqual([3, 4].map((n) => ({ id: ids[n], data: { n } })))
     expect(await oldestWaiting(redis, queue, 5, 3)).toEqual([])
   })
 
