@@ -1,6 +1,5 @@
 import { Router } from 'express'
 import { z } from 'zod'
-import { findBlockedExternalIds } from '../../../shared/db/repositories/workspace-repository.js'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import { EMAIL_PATTERN, normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
 import { Prioritization, prioritizationProblem, type Priority } from '../../../shared/domain/prioritization.js'
@@ -234,7 +233,7 @@ export function usersIdentityRoutes(deps: ApiDeps, guard: Guard): Router {
     const operations = parseIdentify(req.body)
     const workspaceId = res.locals.auth!.workspaceId
     const externalIds = [...new Set(operations.map((op) => op.externalId))]
-    if ((await deps.workspaces.get(workspaceId))?.has_blocked_external_ids && (await findBlockedExternalIds(deps.pg, workspaceId, externalIds)).size > 0) {
+    if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) {
       throw badRequest('provided external_id is blacklisted and disallowed')
     }
     await submitOperations(deps, { workspaceId, requestId: res.locals.requestId! }, operations)

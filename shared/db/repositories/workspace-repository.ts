@@ -86,17 +86,6 @@ export async function replaceBlockedExternalIds(pool: Pool, id: string, external
   })
 }
 
-export async function findBlockedExternalIds(db: Queryable, workspaceId: string, externalIds: string[]): Promise<Set<string>> {
-  if (externalIds.length === 0) return new Set()
-  const r = await query<{ external_id: string }>(
-    db,
-    'findBlockedExternalIds',
-    'SELECT external_id FROM blocked_external_ids WHERE workspace_id = $1 AND external_id = ANY($2::text[])',
-    [workspaceId, externalIds],
-  )
-  return new Set(r.rows.map((x) => x.external_id))
-}
-
 /** Every blocked external id of a workspace (at most the 100,000 one PUT may set): API processes hold them in memory. */
 export async function listBlockedExternalIds(db: Queryable, workspaceId: string): Promise<string[]> {
   const r = await query<{ external_id: string }>(
