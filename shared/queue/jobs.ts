@@ -1,12 +1,12 @@
 import type { JobsOptions } from 'bullmq'
 import type { z } from 'zod'
-import { CallbackJob } from '../../workers/callback/schema.js'
-import { ExportJob } from '../../workers/export/schema.js'
-import { IdentityJob } from '../../workers/identity/schema.js'
-import { TrackJob } from '../../workers/track/schema.js'
 import { ApiError } from '../errors.js'
+import { CallbackJob } from './callback-jobs.js'
+import { ExportJob } from './export-jobs.js'
+import { IdentityJob } from './identity-jobs.js'
 import { QueueNames, type QueueRegistry, type WorkerRole, isOrderedQueue } from './queues.js'
 import type { BacklogBound, BacklogRefusal, JobShare, RequestTracker } from './request-tracker.js'
+import { TrackJob } from './track-jobs.js'
 
 /** One job type per queue; the payload schema is shared by producer and consumer. */
 export const JobPayloads = {

@@ -1,12 +1,16 @@
 import { Queue, type JobsOptions } from 'bullmq'
 import type { Redis } from 'ioredis'
+import { CALLBACK_QUEUE } from './callback-jobs.js'
+import { EXPORT_QUEUE } from './export-jobs.js'
+import { IDENTITY_QUEUE } from './identity-jobs.js'
+import { isTrackQueue, trackQueueName } from './track-jobs.js'
 
-/** Queue names. Track work is spread over partition queues `track-0..N-1`, each one job at a time. */
+/** Queue names by worker role; each is defined with its queue's job contract. */
 export const QueueNames = {
-  track: (partition: number) => `track-${partition}`,
-  identity: 'identity',
-  export: 'export',
-  callback: 'callback',
+  track: trackQueueName,
+  identity: IDENTITY_QUEUE,
+  export: EXPORT_QUEUE,
+  callback: CALLBACK_QUEUE,
 } as const
 
 export type WorkerRole = 'track' | 'identity' | 'export' | 'callback'
@@ -19,7 +23,7 @@ export function queueNamesFor(role: WorkerRole, partitions: number): string[] {
 
 /** Queues whose jobs must run strictly one at a time, in order, across every worker process. */
 export function isOrderedQueue(name: string): boolean {
-  return name.startsWith('track-') || name === QueueNames.identity
+  return isTrackQueue(name) || name === IDENTITY_QUEUE
 }
 
 const defaultJobOptions: JobsOptions = {

@@ -4,7 +4,7 @@ import { readSnapshots } from '../../shared/clickhouse/snapshot-repository.js'
 import { withTransaction } from '../../shared/db/pool.js'
 import { recordAppliedBatch } from '../../shared/db/repositories/job-ledger-repository.js'
 import { applyIdentityTransaction, createIdentityProcessor } from '../../workers/identity/processor.js'
-import type { IdentityJob } from '../../workers/identity/schema.js'
+import type { IdentityJob } from '../../shared/queue/identity-jobs.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 
 let env: TestEnv

@@ -3,7 +3,7 @@ import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { withTransaction } from '../../shared/db/pool.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from '../../workers/track/subscription-changes.js'
-import type { SubscriptionChange } from '../../workers/track/schema.js'
+import type { SubscriptionChange } from '../../shared/queue/track-jobs.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 
 let env: TestEnv

@@ -6,7 +6,7 @@ import { applyIdentify } from './identify.js'
 import { IdentityBatch } from './identity-batch.js'
 import { applyMerge } from './merge.js'
 import { lookupOf, type IdentityError } from './resolve.js'
-import type { IdentityJob, IdentityOperation } from './schema.js'
+import type { IdentityJob, IdentityOperation } from '../../shared/queue/identity-jobs.js'
 
 /** A job of a batch, named by its ledger key. */
 export interface KeyedIdentityJob {

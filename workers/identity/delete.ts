@@ -1,6 +1,6 @@
 import type { IdentityBatch } from './identity-batch.js'
 import { resolveTarget, unresolvedError, type IdentityError } from './resolve.js'
-import type { DeleteOperation } from './schema.js'
+import type { DeleteOperation } from '../../shared/queue/identity-jobs.js'
 
 /**
  * One identifier of /users/delete: erases the user. Postgres drops the profile with its aliases,

@@ -1,7 +1,7 @@
 import type { ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import type { IdentityBatch } from './identity-batch.js'
 import { describeTarget, identityError, resolveTarget, unresolvedError, withExternalId, type IdentityError } from './resolve.js'
-import type { IdentifyOperation } from './schema.js'
+import type { IdentifyOperation } from '../../shared/queue/identity-jobs.js'
 
 /**
  * Gives an unidentified user an external id (interface.md 4.3): when nobody has the id yet the

@@ -1,6 +1,6 @@
 import type { IdentityBatch } from './identity-batch.js'
 import { identityError, resolveTarget, unresolvedError, type IdentityError, type OperationRef } from './resolve.js'
-import type { MergeOperation } from './schema.js'
+import type { MergeOperation } from '../../shared/queue/identity-jobs.js'
 
 /** One element of /users/merge: resolves both users, then merges, or reports why nothing happened. */
 export async function applyMerge(batch: IdentityBatch, op: MergeOperation): Promise<IdentityError | undefined> {

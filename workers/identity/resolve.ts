@@ -1,6 +1,6 @@
 import { aliasKey, type LockedProfiles, type ProfileLookup, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import { choose, type Choice } from '../../shared/domain/prioritization.js'
-import type { IdentityTarget } from './schema.js'
+import type { IdentityTarget } from '../../shared/queue/identity-jobs.js'
 
 /** A non-fatal error of one identity operation, reported on the request (GET /requests/{id}). */
 export interface IdentityError {

@@ -19,7 +19,7 @@ import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
 import { describeIdentifier, identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
 import { ProfileIndex } from './profile-index.js'
-import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from './schema.js'
+import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../shared/queue/track-jobs.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
 
 export interface ObjectError {

@@ -4,7 +4,7 @@ import { RetryableError } from '../../shared/errors.js'
 import type { WorkerDeps } from '../deps.js'
 import { ok, type BatchProcessor } from '../runner.js'
 import { applyTrackJobs, isPlainTrackJob, type KeyedTrackJob } from './apply-batch.js'
-import type { TrackJob } from './schema.js'
+import type { TrackJob } from '../../shared/queue/track-jobs.js'
 
 /** Objects a batch may hold: large enough to pay a transaction and a ClickHouse part once per many jobs, small enough to keep each batch's latency low. */
 export const TRACK_BATCH_MAX_OBJECTS = 2_000

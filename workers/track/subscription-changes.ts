@@ -13,7 +13,7 @@ import {
   type ProfileKeys,
 } from '../../shared/db/repositories/subscription-state-repository.js'
 import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
-import type { EmailStateChange, SubscriptionChange } from './schema.js'
+import type { EmailStateChange, SubscriptionChange } from '../../shared/queue/track-jobs.js'
 
 const unique = <T>(values: T[]) => [...new Set(values)]
 

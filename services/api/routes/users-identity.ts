@@ -6,7 +6,7 @@ import { Prioritization, prioritizationProblem, type Priority } from '../../../s
 import { UserAlias } from '../../../shared/domain/track-validation.js'
 import { badRequest } from '../../../shared/errors.js'
 import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
-import type { DeleteOperation, IdentifyOperation, IdentityOperation, IdentityTarget, MergeOperation } from '../../../workers/identity/schema.js'
+import type { DeleteOperation, IdentifyOperation, IdentityOperation, IdentityTarget, MergeOperation } from '../../../shared/queue/identity-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
 import { parseOr400 } from '../validation.js'

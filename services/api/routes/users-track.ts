@@ -12,7 +12,7 @@ import {
 } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
 import { BacklogFullError, submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
-import type { AttributeOp, EventOp, PurchaseOp, StandardFields, TrackJob } from '../../../workers/track/schema.js'
+import type { AttributeOp, EventOp, PurchaseOp, StandardFields, TrackJob } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
 import { jsonProblem } from '../validation.js'

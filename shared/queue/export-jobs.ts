@@ -1,5 +1,8 @@
 import { z } from 'zod'
 
+/** The queue of exports. */
+export const EXPORT_QUEUE = 'export'
+
 /** Runs one export; its settings live in the `exports` row. */
 export const ExportJob = z.object({
   workspaceId: z.string(),

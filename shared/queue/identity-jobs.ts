@@ -1,5 +1,8 @@
 import { z } from 'zod'
-import { Prioritization } from '../../shared/domain/prioritization.js'
+import { Prioritization } from '../domain/prioritization.js'
+
+/** The one identity queue: its jobs run one at a time, in acceptance order. */
+export const IDENTITY_QUEUE = 'identity'
 
 /**
  * How an identity request names one user. Email and phone may name several users, so they

@@ -1,5 +1,8 @@
 import { z } from 'zod'
 
+/** The queue of callback deliveries. */
+export const CALLBACK_QUEUE = 'callback'
+
 /** One POST to a customer's callback endpoint. */
 export const CallbackJob = z.object({
   workspaceId: z.string(),

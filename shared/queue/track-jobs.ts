@@ -1,5 +1,9 @@
 import { z } from 'zod'
-import { Identifier } from '../../shared/domain/identifiers.js'
+import { Identifier } from '../domain/identifiers.js'
+
+/** Track work is spread over partition queues `track-0..N-1`, each one job at a time. */
+export const trackQueueName = (partition: number) => `track-${partition}`
+export const isTrackQueue = (name: string) => name.startsWith('track-')
 
 /** Standard profile fields an attributes object may set (null clears them). */
 export const StandardFields = z
