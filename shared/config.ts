@@ -32,6 +32,11 @@ const ConfigSchema = z.object({
   // them into the event history and erases deleted users' rows, and the bound promised for erasure (at least twice that).
   IDENTITY_SWEEP_SECONDS: int(1, 86_400).default(300),
   ERASURE_MAX_DELAY_SECONDS: int(2, 30 * 86_400).default(3600),
+  // The exactly-once ledger keeps a completed job's row this long, so a replay of the job is skipped. At least 8 days:
+  // longer than a job can come back (a stalled one once its lock expires; a failed one retried by hand while BullMQ
+  // keeps it, 7 days) and than the 24 h Idempotency-Key window (whose repeats make no job). Pruned every LEDGER_PRUNE_SECONDS.
+  LEDGER_RETENTION_SECONDS: int(8 * 86_400, 365 * 86_400).default(8 * 86_400),
+  LEDGER_PRUNE_SECONDS: int(1, 86_400).default(3600),
   EXPORT_URL_TTL_SECONDS: int(60, 7 * 86400).default(4 * 3600),
   EXPORT_USERS_PER_FILE: int(1, 1_000_000).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -9,6 +9,7 @@ import { startExpiredFilesSweeper } from './export/expired-files.js'
 import { createExportProcessor } from './export/processor.js'
 import { createIdentityProcessor } from './identity/processor.js'
 import { startHistorySweeper } from './identity/sweep.js'
+import { startLedgerPruner } from './ledger-prune.js'
 import { startQueueWorker, type BatchProcessor, type Processor } from './runner.js'
 import { createTrackProcessor } from './track/processor.js'
 
@@ -69,6 +70,11 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
     // The history sweep (squash merges, erase deleted users) runs beside the identity queue's worker.
     const stopSweeper = startHistorySweeper(deps)
     workers.find((w) => w.name === QueueNames.identity)!.once('closing', stopSweeper)
+  }
+  if (roles.includes('track') || roles.includes('identity')) {
+    // The exactly-once ledger's writers prune it, as long as the first of their workers lives.
+    const stopPruner = startLedgerPruner(deps)
+    workers.find((w) => w.name === QueueNames.track(0) || w.name === QueueNames.identity)!.once('closing', stopPruner)
   }
   if (roles.includes('export')) {
     // The sweeper lives as long as the export queue's worker, which the caller closes at shutdown.

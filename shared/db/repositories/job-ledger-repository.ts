@@ -1,9 +1,23 @@
 import { query, type Queryable } from '../pool.js'
 import type { Override } from './override-repository.js'
 
-/** Ledger rows are kept a week: far longer than any job can wait to be retried. */
-export async function pruneLedger(db: Queryable): Promise<number> {
-  const r = await query(db, 'pruneLedger', `DELETE FROM applied_jobs WHERE completed AND applied_at < now() - interval '7 days'`)
+/**
+ * Deletes at most `limit` completed ledger rows applied more than `retentionSeconds` ago, oldest
+ * first, found through the partial index `applied_jobs_completed` and deleted by row address (a
+ * join on job_key made the planner scan the whole table); answers how many went. A row still
+ * owing ClickHouse stays whatever its age: its outbox is yet to be written. SKIP LOCKED: two
+ * pruning processes never wait on each other.
+ */
+export async function pruneLedger(db: Queryable, retentionSeconds: number, limit: number): Promise<number> {
+  const r = await query(
+    db,
+    'pruneLedger',
+    `DELETE FROM applied_jobs WHERE ctid = ANY(ARRAY(
+       SELECT ctid FROM applied_jobs
+        WHERE completed AND applied_at < now() - make_interval(secs => $1)
+        ORDER BY applied_at LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+    [retentionSeconds, limit],
+  )
   return r.rowCount ?? 0
 }
 
