@@ -1,6 +1,6 @@
 import type { JobsOptions } from 'bullmq'
 import type { z } from 'zod'
-import { ApiError } from '../errors.js'
+import { RetryableError } from '../errors.js'
 import { CallbackJob } from './callback-jobs.js'
 import { ExportJob } from './export-jobs.js'
 import { IdentityJob } from './identity-jobs.js'
@@ -52,14 +52,17 @@ export function backlogObjects(job: QueuedJob): number {
   return d.attributes.length + d.events.length + d.purchases.length + d.subscriptionChanges.length + d.emailStateChanges.length
 }
 
-/** A refusal because the track backlog is full: 429, with a Retry-After the caller sets. */
-export class BacklogFullError extends ApiError {
+/** A refusal because the track backlog is full: nothing was enqueued; retrying after `retryAfterSeconds` may fit. */
+export class BacklogFullError extends Error {
   constructor(readonly refusal: BacklogRefusal, readonly retryAfterSeconds: number) {
-    const whose = refusal.scope === 'workspace' ? "this workspace's" : "the service's"
-    super(429, 'backlog_full', `backlog full: ${whose} accepted work not yet applied is at its limit; retry after ${retryAfterSeconds} s`, {
-      reason: 'backlog_full',
-      scope: refusal.scope,
-    })
+    super(`track backlog full (${refusal.scope}): ${refusal.objects} objects of ${refusal.limit}`)
+  }
+}
+
+/** Redis is away: nothing of the request was accepted, and a later attempt may succeed. */
+export class QueueUnavailableError extends RetryableError {
+  constructor(cause: unknown) {
+    super(`queue unavailable: ${(cause as Error).message}`, cause)
   }
 }
 
@@ -68,7 +71,7 @@ const CAUTIOUS_APPLY_RATE = 4000
 
 /**
  * Enqueues every job of one accepted request and records its progress entry. Awaited before the
- * API answers; when Redis is away the caller gets a 503 and nothing was accepted. Track jobs count
+ * API answers; when Redis is away it throws QueueUnavailableError and nothing was accepted. Track jobs count
  * toward the backlog; with `backlogBound` the request is refused (BacklogFullError, nothing
  * enqueued) when it would not fit.
  */
@@ -82,7 +85,7 @@ export async function submitRequest(
   try {
     refusal = await producer.tracker.create(req.requestId, req.workspaceId, req.jobs.length, req.errors, { shares, bound: req.backlogBound })
   } catch (e) {
-    throw unavailable(e)
+    throw new QueueUnavailableError(e)
   }
   if (refusal) {
     const excess = refusal.objects + shares.reduce((n, s) => n + s.objects, 0) - refusal.limit
@@ -101,10 +104,6 @@ export async function submitRequest(
     // Gives back every unreported share, also of a job that did reach a queue (its report then gives
     // nothing back): the backlog undercounts for a moment, never leaks.
     if (shares.length) await producer.tracker.release(req.requestId).catch(() => {})
-    throw unavailable(e)
+    throw new QueueUnavailableError(e)
   }
-}
-
-function unavailable(e: unknown): ApiError {
-  return new ApiError(503, 'queue_unavailable', `the service cannot accept work right now (queue unavailable): ${(e as Error).message}`)
 }

@@ -12,7 +12,7 @@ import { getSegment } from '../../shared/db/repositories/segment-repository.js'
 import { getWorkspace } from '../../shared/db/repositories/workspace-repository.js'
 import type { Filter } from '../../shared/domain/segment-filter.js'
 import { globalControlGroupFilter } from '../../shared/domain/segment-sql.js'
-import { ApiError, RetryableError, isRetryable } from '../../shared/errors.js'
+import { isRetryable } from '../../shared/errors.js'
 import { submitRequest } from '../../shared/queue/jobs.js'
 import { exportFileName, jsonEntryName } from '../../shared/storage/export-layout.js'
 import { StorageRefusedError } from '../../shared/storage/s3-uploader.js'
@@ -120,14 +120,11 @@ async function enqueueCallback(deps: WorkerDeps, run: ExportRun): Promise<void> 
   if (!endpoint) return
   const requestId = `${run.id}-callback`
   const body = { success: true, ...(run.url ? { url: run.url } : {}) }
-  try {
-    await submitRequest(deps.producer, {
-      workspaceId: run.workspace_id,
-      requestId,
-      jobs: [{ name: 'deliverCallback', data: { workspaceId: run.workspace_id, requestId, exportId: run.id, url: endpoint, body } }],
-    })
-  } catch (e) {
-    // The job id is fixed, so queueing again on the retry cannot send the callback twice.
-    throw e instanceof ApiError ? new RetryableError(e.message, e) : e
-  }
+  // Redis away is a QueueUnavailableError, retryable: the job id is fixed, so queueing again on the
+  // retry cannot send the callback twice.
+  await submitRequest(deps.producer, {
+    workspaceId: run.workspace_id,
+    requestId,
+    jobs: [{ name: 'deliverCallback', data: { workspaceId: run.workspace_id, requestId, exportId: run.id, url: endpoint, body } }],
+  })
 }

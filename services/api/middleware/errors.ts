@@ -2,6 +2,7 @@ import type { NextFunction, Request, Response } from 'express'
 import { ScimBasePath, ScimContentType, scimErrorBody } from '../../../shared/domain/scim.js'
 import { ApiError, isRetryable } from '../../../shared/errors.js'
 import type { Logger } from '../../../shared/logger.js'
+import { QueueUnavailableError } from '../../../shared/queue/jobs.js'
 
 /** Postgres refusing a text value (a NUL character): the client's input, never a server fault. */
 const UNSTORABLE_TEXT = new Set(['22021', '22P05'])
@@ -26,6 +27,8 @@ export function errorHandler(logger: Logger) {
     if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return reply(415, e.message ?? 'unsupported encoding')
     if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) return reply(e.status, e.message ?? 'bad request')
     if (typeof e?.code === 'string' && UNSTORABLE_TEXT.has(e.code)) return reply(400, `the request holds text that cannot be stored: ${e.message}`)
+    // Redis away: nothing was accepted. Checked before the generic retryable answer, whose message names the database.
+    if (err instanceof QueueUnavailableError) return reply(503, `the service cannot accept work right now (${err.message})`)
     if (isRetryable(err)) {
       // A lost Postgres connection (the pool replaces it): nothing was accepted, the client retries.
       logger.warn({ err, path: req.path }, 'retryable failure')

@@ -1,4 +1,4 @@
-import { Router } from 'express'
+import { Router, type Response } from 'express'
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import { identifierKey, partitionOf, partitionOfKey, type Identifier } from '../../../shared/domain/identifiers.js'
@@ -38,6 +38,17 @@ export interface TrackError {
   input_array: 'attributes' | 'events' | 'purchases'
   index: number
   message: string
+}
+
+/** A full backlog answers 429 with a Retry-After; nothing was enqueued. */
+function backlogFull(e: BacklogFullError, res: Response, deps: ApiDeps): ApiError {
+  res.setHeader('Retry-After', String(e.retryAfterSeconds))
+  deps.metrics.rateLimited.inc({ bucket: 'track_backlog' })
+  const whose = e.refusal.scope === 'workspace' ? "this workspace's" : "the service's"
+  return new ApiError(429, 'backlog_full', `backlog full: ${whose} accepted work not yet applied is at its limit; retry after ${e.retryAfterSeconds} s`, {
+    reason: 'backlog_full',
+    scope: e.refusal.scope,
+  })
 }
 
 function fatal(message: string): ApiError {
@@ -321,10 +332,7 @@ export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
     try {
       await submitRequest(deps.producer, { workspaceId, requestId, jobs, errors, backlogBound })
     } catch (e) {
-      if (e instanceof BacklogFullError) {
-        res.setHeader('Retry-After', String(e.retryAfterSeconds))
-        deps.metrics.rateLimited.inc({ bucket: 'track_backlog' })
-      }
+      if (e instanceof BacklogFullError) throw backlogFull(e, res, deps)
       throw e
     }
     res.status(201).json({

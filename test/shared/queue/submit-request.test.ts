@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ApiError } from '../../../shared/errors.js'
-import { BacklogFullError, submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
+import { isRetryable } from '../../../shared/errors.js'
+import { BacklogFullError, QueueUnavailableError, submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
 import { QueueRegistry } from '../../../shared/queue/queues.js'
 import { RequestTracker } from '../../../shared/queue/request-tracker.js'
 
@@ -40,10 +40,10 @@ function trackJob(requestId: string, partition: number, events: number): QueuedJ
 }
 
 describe('submitRequest and the track backlog', () => {
-  it('gives the backlog share back when the enqueue fails, and answers 503', async () => {
+  it('gives the backlog share back when the enqueue fails, and throws the retryable QueueUnavailableError', async () => {
     const err = await submitRequest({ queues: deadQueues, tracker }, { workspaceId: 'ws', requestId: 'r1', jobs: [trackJob('r1', 0, 3), trackJob('r1', 1, 2)] }).catch((e) => e)
-    expect(err).toBeInstanceOf(ApiError)
-    expect((err as ApiError).status).toBe(503)
+    expect(err).toBeInstanceOf(QueueUnavailableError)
+    expect(isRetryable(err)).toBe(true)
     expect(await redis.hgetall(`${prefix}:backlog`)).toEqual({})
   })
 
@@ -51,7 +51,7 @@ describe('submitRequest and the track backlog', () => {
     await tracker.create('r0', 'ws', 1, [], { shares: [{ jobKey: 'r0_0', objects: 250 }] })
     const err = await submitRequest({ queues: deadQueues, tracker }, { workspaceId: 'ws', requestId: 'r2', jobs: [trackJob('r2', 0, 60)], backlogBound: { workspace: 300 } }).catch((e) => e)
     expect(err).toBeInstanceOf(BacklogFullError)
-    expect(err).toMatchObject({ status: 429, retryAfterSeconds: 1, refusal: { scope: 'workspace', objects: 250, limit: 300 } })
+    expect(err).toMatchObject({ retryAfterSeconds: 1, refusal: { scope: 'workspace', objects: 250, limit: 300 } })
     expect(await redis.hgetall(`${prefix}:backlog`)).toEqual({ all: '250', 'ws:ws': '250' })
   })
 })
