@@ -23,10 +23,6 @@ export const ScimBucket: Bucket = { name: 'scim', limit: 5000, windowSeconds: 86
 const bucketOfPath = new Map<string, string>()
 for (const [name, b] of Object.entries(DefaultBuckets)) for (const p of b.paths) bucketOfPath.set(p, name)
 
-export function isRateLimitedPath(path: string): boolean {
-  return bucketOfPath.has(path)
-}
-
 /**
  * The bucket in force for a path: the published default, overridden by the workspace's settings.
  * An override named by any path of a shared bucket applies to the whole bucket.

@@ -21,7 +21,6 @@ export const WorkspacePermissions = [
   'manage_subscription_groups',
 ] as const
 
-export type Department = (typeof Departments)[number]
 export type CompanyPermission = (typeof CompanyPermissions)[number]
 export type WorkspacePermission = (typeof WorkspacePermissions)[number]
 

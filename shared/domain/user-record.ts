@@ -44,7 +44,6 @@ export const ExportableFields = [
   'time_zone', 'total_revenue', 'uninstalled_at', 'user_aliases', 'campaigns_received', 'canvases_received',
   'email_subscribe', 'push_subscribe', 'push_opted_in_at', 'subscription_groups',
 ] as const
-export type ExportableField = (typeof ExportableFields)[number]
 
 const WINDOW_MS = 90 * 24 * 3600 * 1000
 

@@ -27,12 +27,6 @@ export interface ProfileRow {
   version: number
 }
 
-export const ProfileColumns = [
-  'id', 'workspace_id', 'service_id', 'external_id', 'email', 'phone', 'first_name', 'last_name', 'gender', 'dob',
-  'home_city', 'country', 'language', 'time_zone', 'email_subscribe', 'push_subscribe', 'push_opted_in_at',
-  'custom_attributes', 'random_bucket', 'push_import_anonymous', 'created_at', 'updated_at', 'version',
-] as const
-
 export const SELECT_PROFILE = `SELECT p.id, p.workspace_id, p.service_id, p.external_id, p.email, p.phone, p.first_name, p.last_name,
   p.gender, p.dob, p.home_city, p.country, p.language, p.time_zone, p.email_subscribe, p.push_subscribe,
   to_char(p.push_opted_in_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS push_opted_in_at,

@@ -50,10 +50,6 @@ export async function getWorkspaceByName(db: Queryable, name: string): Promise<W
   return r.rows[0]
 }
 
-export async function listWorkspaces(db: Queryable): Promise<Workspace[]> {
-  return (await query<Workspace>(db, 'listWorkspaces', `SELECT ${columns} FROM workspaces ORDER BY created_at`)).rows
-}
-
 export async function countWorkspaces(db: Queryable): Promise<number> {
   return (await query<{ n: number }>(db, 'countWorkspaces', 'SELECT count(*)::int AS n FROM workspaces')).rows[0].n
 }
