@@ -4,10 +4,11 @@ import { removeFromEmailList, type EmailList } from '../../../shared/db/reposito
 import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain/email-provider.js'
 import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
+import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
 import { parseOr400 } from '../validation.js'
-import { EmailAddress, submitTrackChanges, upTo50 } from './subscriptions.js'
+import { EmailAddress, upTo50 } from './subscriptions.js'
 
 const EmailStatusBody = z
   .object({ email: EmailAddress, subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']) })
@@ -71,7 +72,9 @@ export function emailRoutes(deps: ApiDeps, guard: Guard, provider: EmailProvider
 
   r.post('/email/status', ...guard('email.status', { write: true }), async (req, res) => {
     const body = parseOr400(EmailStatusBody, req.body)
-    await submitTrackChanges(deps, res, { emailStateChanges: [{ email: body.email, subscription_state: body.subscription_state }] })
+    const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
+    const jobs = trackChangeJobs(request, { emailStateChanges: [{ email: body.email, subscription_state: body.subscription_state }] }, deps.config.TRACK_PARTITIONS)
+    await submitRequest(deps.producer, { ...request, jobs })
     res.status(201).json({ message: 'success' })
   })
 

@@ -7,11 +7,11 @@ import {
   type GroupState,
 } from '../../../shared/db/repositories/subscription-state-repository.js'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
-import { partitionOf } from '../../../shared/domain/identifiers.js'
 import { EMAIL_PATTERN, normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
 import { badRequest } from '../../../shared/errors.js'
-import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
-import type { EmailStateChange, SubscriptionChange, TrackJob } from '../../../shared/queue/track-jobs.js'
+import { submitRequest } from '../../../shared/queue/jobs.js'
+import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
+import type { SubscriptionChange } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
 import { parseOr400 } from '../validation.js'
@@ -148,39 +148,14 @@ function changesOf(u: GroupUpdate): SubscriptionChange[] {
   ]
 }
 
-/**
- * Queues subscription and email-state writes on the track partitions of the user keys they
- * name, so they apply in acceptance order with /users/track requests naming the same keys.
- */
-export async function submitTrackChanges(
-  deps: ApiDeps,
-  res: Response,
-  changes: { subscriptionChanges?: SubscriptionChange[]; emailStateChanges?: EmailStateChange[] },
-): Promise<void> {
-  const workspaceId = res.locals.auth!.workspaceId
-  const requestId = res.locals.requestId!
-  const jobs = new Map<number, TrackJob>()
-  const jobFor = (partition: number) => {
-    let job = jobs.get(partition)
-    if (!job) {
-      job = { workspaceId, requestId, attributes: [], events: [], purchases: [], subscriptionChanges: [], emailStateChanges: [] }
-      jobs.set(partition, job)
-    }
-    return job
-  }
-  const partitions = deps.config.TRACK_PARTITIONS
-  for (const c of changes.subscriptionChanges ?? []) jobFor(partitionOf(c.key, partitions)).subscriptionChanges.push(c)
-  for (const c of changes.emailStateChanges ?? []) jobFor(partitionOf({ kind: 'email', value: c.email }, partitions)).emailStateChanges.push(c)
-  const queued: QueuedJob[] = [...jobs].map(([partition, data]) => ({ name: 'applyTrackBatch', partition, data }))
-  await submitRequest(deps.producer, { workspaceId, requestId, jobs: queued })
-}
-
 /** Checks every update against its group, queues the changes in request order, answers 201. */
 async function acceptGroupUpdates(deps: ApiDeps, res: Response, updates: GroupUpdate[]) {
   const named = updates.map((u) => ({ field: u.fields.group, groupId: u.groupId }))
-  const groups = await groupsOr400(deps, res.locals.auth!.workspaceId, named)
+  const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
+  const groups = await groupsOr400(deps, request.workspaceId, named)
   for (const u of updates) checkKeysFitChannel(u, groups.get(u.groupId)!)
-  await submitTrackChanges(deps, res, { subscriptionChanges: updates.flatMap(changesOf) })
+  const jobs = trackChangeJobs(request, { subscriptionChanges: updates.flatMap(changesOf) }, deps.config.TRACK_PARTITIONS)
+  await submitRequest(deps.producer, { ...request, jobs })
   res.status(201).json({ message: 'success' })
 }
 

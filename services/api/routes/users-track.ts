@@ -1,7 +1,7 @@
 import { Router, type Response } from 'express'
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
-import { identifierKey, partitionOf, partitionOfKey, type Identifier } from '../../../shared/domain/identifiers.js'
+import type { Identifier } from '../../../shared/domain/identifiers.js'
 import {
   FieldError,
   customAttribute,
@@ -11,8 +11,9 @@ import {
   standardField,
 } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
-import { BacklogFullError, submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
-import type { AttributeOp, EventOp, PurchaseOp, StandardFields, TrackJob } from '../../../shared/queue/track-jobs.js'
+import { BacklogFullError, submitRequest } from '../../../shared/queue/jobs.js'
+import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
+import type { AttributeOp, EventOp, PurchaseOp, StandardFields } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../openapi.js'
 import { jsonProblem } from '../validation.js'
@@ -186,101 +187,6 @@ function parseEach<T>(list: unknown[] | undefined, inputArray: TrackError['input
   return out
 }
 
-function partitionKeyOf(op: AttributeOp): string {
-  return `push_token:${op.pushTokens[0].app_id}\u0000${op.pushTokens[0].token}`
-}
-
-/** Where a linked group goes: the first attributes object naming it, one named by external_id, user_alias or service_id first. */
-interface Anchor {
-  partition: number
-  primary: boolean
-  order: number
-}
-
-const better = (a: Anchor, b: Anchor) => (a.primary !== b.primary ? a.primary : a.order < b.order)
-
-/**
- * Identifiers one request links to one user (union-find over identifier keys): an attributes
- * object links its identifier with the email and phone it sets. A group goes to the partition of
- * its anchor. Two groups anchored by different primary identifiers (external_id, user_alias,
- * service_id) are never merged, so a primary identifier always keeps its own partition (and its
- * order with other requests); only objects named by a linked email or phone move.
- */
-class LinkedIdentifiers {
-  private readonly parent = new Map<string, string>()
-  private readonly anchor = new Map<string, Anchor>()
-
-  private find(key: string): string {
-    let root = key
-    while (this.parent.has(root)) root = this.parent.get(root)!
-    // Path compression: later look-ups of the same key are one step.
-    for (let k = key; k !== root; ) {
-      const next = this.parent.get(k)!
-      this.parent.set(k, root)
-      k = next
-    }
-    return root
-  }
-
-  anchorAt(key: string, anchor: Anchor): void {
-    const root = this.find(key)
-    const current = this.anchor.get(root)
-    if (!current || better(anchor, current)) this.anchor.set(root, anchor)
-  }
-
-  link(a: string, b: string): void {
-    const [ra, rb] = [this.find(a), this.find(b)]
-    if (ra === rb) return
-    const [aa, ab] = [this.anchor.get(ra), this.anchor.get(rb)]
-    if (aa?.primary && ab?.primary) return
-    this.parent.set(rb, ra)
-    this.anchor.delete(rb)
-    if (ab && (!aa || better(ab, aa))) this.anchor.set(ra, ab)
-  }
-
-  /** The partition of the key's group, if an attributes object anchors it. */
-  partitionOf(key: string): number | undefined {
-    return this.anchor.get(this.find(key))?.partition
-  }
-}
-
-const isPrimary = (id: Identifier) => id.kind === 'external_id' || id.kind === 'user_alias' || id.kind === 'service_id'
-
-/** Splits a request by partition, keeping request order inside each partition's job. */
-function splitByPartition(
-  base: { workspaceId: string; requestId: string },
-  ops: { attributes: AttributeOp[]; events: EventOp[]; purchases: PurchaseOp[] },
-  partitions: number,
-): QueuedJob[] {
-  const jobs = new Map<number, TrackJob>()
-  const jobFor = (p: number) => {
-    let j = jobs.get(p)
-    if (!j) {
-      j = { ...base, attributes: [], events: [], purchases: [], subscriptionChanges: [], emailStateChanges: [] }
-      jobs.set(p, j)
-    }
-    return j
-  }
-  const linked = new LinkedIdentifiers()
-  ops.attributes.forEach((a, order) => {
-    if (a.identifier) linked.anchorAt(identifierKey(a.identifier), { partition: partitionOf(a.identifier, partitions), primary: isPrimary(a.identifier), order })
-  })
-  for (const a of ops.attributes) {
-    if (!a.identifier) continue
-    const key = identifierKey(a.identifier)
-    if (typeof a.fields.email === 'string') linked.link(key, identifierKey({ kind: 'email', value: a.fields.email }))
-    if (typeof a.fields.phone === 'string') linked.link(key, identifierKey({ kind: 'phone', value: a.fields.phone }))
-  }
-  const partitionOfUser = (id: Identifier) => linked.partitionOf(identifierKey(id)) ?? partitionOf(id, partitions)
-  for (const a of ops.attributes) {
-    const p = a.identifier ? partitionOfUser(a.identifier) : partitionOfKey(partitionKeyOf(a), partitions)
-    jobFor(p).attributes.push(a)
-  }
-  for (const e of ops.events) jobFor(partitionOfUser(e.identifier)).events.push(e)
-  for (const p of ops.purchases) jobFor(partitionOfUser(p.identifier)).purchases.push(p)
-  return [...jobs].map(([partition, data]) => ({ name: 'applyTrackBatch', partition, data }))
-}
-
 export const openapi: ApiOperation[] = [
   {
     method: 'post',
@@ -327,7 +233,7 @@ export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
     if (attributes.length + events.length + purchases.length === 0) {
       throw new ApiError(400, 'bad_request', errors[0].message, { errors })
     }
-    const jobs = splitByPartition({ workspaceId, requestId }, { attributes, events, purchases }, deps.config.TRACK_PARTITIONS)
+    const jobs = trackRequestJobs({ workspaceId, requestId }, { attributes, events, purchases }, deps.config.TRACK_PARTITIONS)
     const backlogBound = { all: deps.config.TRACK_BACKLOG_MAX_OBJECTS, workspace: deps.config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE }
     try {
       await submitRequest(deps.producer, { workspaceId, requestId, jobs, errors, backlogBound })
