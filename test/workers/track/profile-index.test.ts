@@ -1,0 +1,181 @@
+import { describe, expect, it } from 'vitest'
+import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
+import type { RecordParts } from '../../../shared/db/repositories/user-record-repository.js'
+import { ProfileIndex } from '../../../workers/track/profile-index.js'
+
+const WS = 'ws-1'
+const NOW = '2026-05-01T00:00:00.000Z'
+
+function profile(id: number, fields: Partial<ProfileRow> = {}): ProfileRow {
+  return {
+    id,
+    workspace_id: WS,
+    service_id: `svc-${id}`,
+    external_id: null,
+    email: null,
+    phone: null,
+    first_name: null,
+    last_name: null,
+    gender: null,
+    dob: null,
+    home_city: null,
+    country: null,
+    language: null,
+    time_zone: null,
+    email_subscribe: null,
+    push_subscribe: null,
+    push_opted_in_at: null,
+    custom_attributes: {},
+    random_bucket: 7,
+    push_import_anonymous: false,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    version: 3,
+    ...fields,
+  }
+}
+
+const noParts = (): RecordParts => ({ aliases: [], tokens: [], summaries: [], subscriptions: [] })
+
+/** An index over three stored profiles: two share an email and a phone; profile 2 was updated last. */
+function storedIndex(idPool = [100, 101, 102]) {
+  const ann = profile(1, { external_id: 'ann', email: 'shared@example.com', phone: '+4712345678', updated_at: '2026-02-01T00:00:00.000Z' })
+  const bob = profile(2, { external_id: 'bob', email: 'shared@example.com', phone: '+4712345678', updated_at: '2026-03-01T00:00:00.000Z' })
+  const cid = profile(3, { email: 'cid@example.com', updated_at: '2026-01-15T00:00:00.000Z' })
+  const index = new ProfileIndex(
+    [
+      { profile: bob, parts: noParts() },
+      { profile: ann, parts: { ...noParts(), aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] } },
+      { profile: cid, parts: noParts() },
+    ],
+    WS,
+    idPool,
+    NOW,
+  )
+  return { index, ann, bob, cid }
+}
+
+describe('ProfileIndex look-ups', () => {
+  it('finds a stored profile by each kind of identifier', () => {
+    const { index, ann, cid } = storedIndex()
+    expect(index.find({ kind: 'external_id', value: 'ann' })).toBe(ann)
+    expect(index.find({ kind: 'service_id', value: 'svc-3' })).toBe(cid)
+    expect(index.find({ kind: 'email', value: 'cid@example.com' })).toBe(cid)
+    expect(index.find({ kind: 'user_alias', alias_label: 'crm', alias_name: 'a-1' })).toBe(ann)
+    expect(index.get(3)).toBe(cid)
+  })
+
+  it('finds nobody for identifiers no profile has, nor for a label or name alone', () => {
+    const { index } = storedIndex()
+    expect(index.find({ kind: 'external_id', value: 'nobody' })).toBeUndefined()
+    expect(index.find({ kind: 'service_id', value: 'svc-9' })).toBeUndefined()
+    expect(index.find({ kind: 'email', value: 'nobody@example.com' })).toBeUndefined()
+    expect(index.find({ kind: 'phone', value: '+4700000000' })).toBeUndefined()
+    expect(index.find({ kind: 'user_alias', alias_label: 'crm', alias_name: 'a-2' })).toBeUndefined()
+    expect(index.find({ kind: 'user_alias', alias_label: 'a-1', alias_name: 'crm' })).toBeUndefined()
+    expect(index.find({ kind: 'external_id', value: 'svc-1' })).toBeUndefined()
+    expect(index.get(99)).toBeUndefined()
+  })
+
+  it('answers the most recently updated profile for a shared email or phone, and a profile the batch touches becomes the most recent', () => {
+    const { index, ann, bob } = storedIndex()
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(bob)
+    expect(index.find({ kind: 'phone', value: '+4712345678' })).toBe(bob)
+    index.touch(ann)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(ann)
+    expect(index.find({ kind: 'phone', value: '+4712345678' })).toBe(ann)
+  })
+})
+
+describe('ProfileIndex changes', () => {
+  it('creates a profile from the id pool, found by the identifier it was created for and by its service id', () => {
+    const { index } = storedIndex()
+    const byEmail = index.create({ kind: 'email', value: 'new@example.com' })
+    const byExternal = index.create({ kind: 'external_id', value: 'carl' })
+    expect([byEmail.id, byExternal.id]).toEqual([100, 101])
+    expect(byEmail).toMatchObject({ workspace_id: WS, email: 'new@example.com', external_id: null, phone: null, created_at: NOW, updated_at: NOW, version: 1 })
+    expect(byEmail.service_id).toMatch(/^[0-9a-f]{24}$/)
+    expect(byEmail.service_id).not.toBe(byExternal.service_id)
+    expect(byEmail.random_bucket).toBeGreaterThanOrEqual(0)
+    expect(byEmail.random_bucket).toBeLessThan(10_000)
+    expect(index.find({ kind: 'email', value: 'new@example.com' })).toBe(byEmail)
+    expect(index.find({ kind: 'external_id', value: 'carl' })).toBe(byExternal)
+    expect(index.find({ kind: 'service_id', value: byExternal.service_id })).toBe(byExternal)
+    // A new address holder: states stored for the address apply to it; an external id is no address.
+    expect(index.addressChanged.has(byEmail.id)).toBe(true)
+    expect(index.addressChanged.has(byExternal.id)).toBe(false)
+  })
+
+  it('creates a profile for an alias, recording the alias as new, and an anonymous one for a push import', () => {
+    const { index } = storedIndex()
+    const aliased = index.create({ kind: 'user_alias', alias_label: 'crm', alias_name: 'z-9' })
+    expect(index.find({ kind: 'user_alias', alias_label: 'crm', alias_name: 'z-9' })).toBe(aliased)
+    expect(index.newAliases).toEqual([{ alias_label: 'crm', alias_name: 'z-9', profile_id: aliased.id }])
+    expect(index.recordOf(aliased.id).record.user_aliases).toEqual([{ alias_name: 'z-9', alias_label: 'crm' }])
+    const anonymous = index.create(undefined, { anonymous: true })
+    expect(anonymous).toMatchObject({ external_id: null, email: null, phone: null, push_import_anonymous: true })
+  })
+
+  it('refuses to create a profile once the id pool is used up', () => {
+    const { index } = storedIndex([100])
+    index.create({ kind: 'external_id', value: 'one' })
+    expect(() => index.create({ kind: 'external_id', value: 'two' })).toThrow('profile id pool exhausted')
+  })
+
+  it('moves a profile between addresses, so the old one finds it no more', () => {
+    const { index, ann, bob } = storedIndex()
+    index.setAddress(bob, 'email', 'bob@example.com')
+    expect(bob.email).toBe('bob@example.com')
+    expect(index.find({ kind: 'email', value: 'bob@example.com' })).toBe(bob)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(ann)
+    index.setAddress(ann, 'phone', null)
+    expect(ann.phone).toBeNull()
+    expect(index.find({ kind: 'phone', value: '+4712345678' })).toBe(bob)
+    expect([...index.addressChanged].sort()).toEqual([1, 2])
+  })
+
+  it('records no address change when the address is set to what it already is', () => {
+    const { index, cid } = storedIndex()
+    index.setAddress(cid, 'email', 'cid@example.com')
+    expect(index.addressChanged.size).toBe(0)
+  })
+
+  it('adds aliases in byte order to the record', () => {
+    const { index, ann } = storedIndex()
+    index.addAlias(ann.id, 'app', 'b')
+    index.addAlias(ann.id, 'Zed', 'x')
+    expect(index.find({ kind: 'user_alias', alias_label: 'Zed', alias_name: 'x' })).toBe(ann)
+    expect(index.recordOf(ann.id).record.user_aliases).toEqual([
+      { alias_name: 'x', alias_label: 'Zed' },
+      { alias_name: 'b', alias_label: 'app' },
+      { alias_name: 'a-1', alias_label: 'crm' },
+    ])
+  })
+
+  it('sums occurrences per event or product, keeping the earliest first and latest last', () => {
+    const { index, cid } = storedIndex()
+    index.addOccurrence(cid, 'event', 'played', '2026-04-02T00:00:00Z')
+    index.addOccurrence(cid, 'event', 'played', '2026-04-01T00:00:00Z')
+    index.addOccurrence(cid, 'event', 'played', '2026-04-03T00:00:00Z')
+    index.addOccurrence(cid, 'purchase', 'sku-1', '2026-04-05T00:00:00Z')
+    index.addOccurrence(cid, 'event', 'opened', '2026-04-04T00:00:00Z')
+    const { record } = index.recordOf(cid.id)
+    expect(record.custom_events).toEqual([
+      { name: 'opened', first: '2026-04-04T00:00:00Z', last: '2026-04-04T00:00:00Z', count: 1 },
+      { name: 'played', first: '2026-04-01T00:00:00Z', last: '2026-04-03T00:00:00Z', count: 3 },
+    ])
+    expect(record.purchases).toEqual([{ name: 'sku-1', first: '2026-04-05T00:00:00Z', last: '2026-04-05T00:00:00Z', count: 1 }])
+  })
+
+  it('saves the created profiles and the stored ones it changed, each at the version its save gives it', () => {
+    const { index, ann, cid } = storedIndex()
+    const created = index.create({ kind: 'external_id', value: 'dan' })
+    index.touch(created)
+    index.addOccurrence(cid, 'event', 'played', NOW)
+    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid] })
+    expect(index.touchedIds()).toEqual([created.id, cid.id])
+    expect(index.recordOf(created.id).version).toBe(1)
+    expect(index.recordOf(cid.id).version).toBe(4)
+    expect(index.recordOf(ann.id).randomBucket).toBe(7)
+  })
+})
