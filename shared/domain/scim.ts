@@ -1,5 +1,4 @@
 import { parse, type Filter } from 'scim2-parse-filter'
-import type { DashboardUser } from '../db/repositories/dashboard-user-repository.js'
 import { ApiError } from '../errors.js'
 
 export const UserSchema = 'urn:ietf:params:scim:schemas:core:2.0:User'
@@ -43,6 +42,26 @@ export interface WorkspaceGrant {
 export interface UserPermissions {
   companyPermissions: CompanyPermission[]
   appGroup: WorkspaceGrant[]
+}
+
+/** A company-wide dashboard user, provisioned through SCIM. */
+export interface DashboardUser {
+  id: string
+  user_name: string
+  given_name: string
+  family_name: string
+  department: string
+  permissions: UserPermissions
+  last_sign_in_at: Date | null
+  created_at: Date
+  updated_at: Date
+}
+
+export interface DashboardUserFields {
+  givenName: string
+  familyName: string
+  department: string
+  permissions: UserPermissions
 }
 
 /** An error answered as a SCIM error body; `scimType` travels in `extra`. */

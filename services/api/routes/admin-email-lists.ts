@@ -5,7 +5,7 @@ import { getWorkspace } from '../../../shared/db/repositories/workspace-reposito
 import { notFound } from '../../../shared/errors.js'
 import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 import { EmailAddress } from './subscriptions.js'
 

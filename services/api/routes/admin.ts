@@ -25,7 +25,7 @@ import { Filter } from '../../../shared/domain/segment-filter.js'
 import { conflict, notFound } from '../../../shared/errors.js'
 import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 const Name = z.string().trim().min(1).max(200)

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import express, { Router } from 'express'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 export const openapi: ApiOperation[] = [
   { method: 'get', path: '/openapi.json', summary: 'This OpenAPI 3.1 document', auth: 'none', responses: { 200: 'the document' } },

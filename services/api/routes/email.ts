@@ -6,7 +6,7 @@ import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 import { EmailAddress, upTo50 } from './subscriptions.js'
 

@@ -11,7 +11,7 @@ import { ApiError, notFound } from '../../../shared/errors.js'
 import { downloadKey, signatureValid } from '../../../shared/storage/download-link.js'
 import { jsonEntryName, localExportDir } from '../../../shared/storage/export-layout.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 const DownloadQuery = z.object({ signature: z.string().describe('the signature the export handed out with the link') })
 

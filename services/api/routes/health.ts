@@ -1,7 +1,7 @@
 import { Router } from 'express'
 import { pendingMigrations } from '../../../shared/db/migrate.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 export const openapi: ApiOperation[] = [
   { method: 'get', path: '/healthz', summary: 'Liveness of the process', auth: 'none', responses: { 200: '`{status: "ok"}`' } },

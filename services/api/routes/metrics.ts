@@ -5,7 +5,7 @@ import type { Metrics } from '../../../shared/metrics.js'
 import type { QueueRegistry } from '../../../shared/queue/queues.js'
 import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 export const openapi: ApiOperation[] = [
   {

@@ -13,7 +13,7 @@ import type { RequestTracker } from '../../../shared/queue/request-tracker.js'
 import { secretsEqual } from '../../../shared/secrets.js'
 import { bearerToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 const DASHBOARD_PATH = '/admin/queues'
 export const SESSION_COOKIE = 'uds_queue_dashboard'

@@ -1,7 +1,7 @@
 import { Router, type RequestHandler } from 'express'
 import { notFound } from '../../../shared/errors.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 export const openapi: ApiOperation[] = [
   {

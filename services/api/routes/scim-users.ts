@@ -35,7 +35,7 @@ import { hashSecret, hashesEqual } from '../../../shared/secrets.js'
 import type { ApiDeps } from '../deps.js'
 import { bearerToken } from '../middleware/auth.js'
 import type { RateLimits } from '../middleware/rate-limit.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 
 const DEFAULT_PAGE_SIZE = 100
 const MAX_PAGE_SIZE = 1000

@@ -13,7 +13,7 @@ import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { SubscriptionChange } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 /** interface.md section 7, word for word. */

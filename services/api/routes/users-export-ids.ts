@@ -7,7 +7,7 @@ import { normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
 import { ExportableFields, projectRecord } from '../../../shared/domain/user-record.js'
 import { badRequest } from '../../../shared/errors.js'
 import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 const MAX_IDENTIFIERS = 50

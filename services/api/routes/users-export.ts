@@ -10,7 +10,7 @@ import { submitRequest } from '../../../shared/queue/jobs.js'
 import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.js'
 import { exportObjectPrefix } from '../../../shared/storage/export-layout.js'
 import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 /** interface.md 8: concurrent exports per company (a workspace here), segment and global control group alike. */

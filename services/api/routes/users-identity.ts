@@ -8,7 +8,7 @@ import { badRequest } from '../../../shared/errors.js'
 import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
 import type { DeleteOperation, IdentifyOperation, IdentityOperation, IdentityTarget, MergeOperation } from '../../../shared/queue/identity-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 /** Per-request limits of interface.md section 8. */

@@ -15,7 +15,7 @@ import { BacklogFullError, submitRequest } from '../../../shared/queue/jobs.js'
 import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
 import type { AttributeOp, EventOp, PurchaseOp, StandardFields } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../openapi.js'
+import type { ApiOperation } from '../api-operation.js'
 import { jsonProblem } from '../validation.js'
 
 export const MAX_OBJECTS = 75

@@ -1,26 +1,6 @@
 import { randomUUID } from 'node:crypto'
-import type { FilterAttribute, UserFilter, UserPermissions } from '../../domain/scim.js'
+import type { DashboardUser, DashboardUserFields, FilterAttribute, UserFilter } from '../../domain/scim.js'
 import { query, type Queryable } from '../pool.js'
-
-/** A company-wide dashboard user, provisioned through SCIM. */
-export interface DashboardUser {
-  id: string
-  user_name: string
-  given_name: string
-  family_name: string
-  department: string
-  permissions: UserPermissions
-  last_sign_in_at: Date | null
-  created_at: Date
-  updated_at: Date
-}
-
-export interface DashboardUserFields {
-  givenName: string
-  familyName: string
-  department: string
-  permissions: UserPermissions
-}
 
 const columns = 'id, user_name, given_name, family_name, department, permissions, last_sign_in_at, created_at, updated_at'
 
