@@ -39,7 +39,7 @@ export interface ServiceProcess {
 const BENCH_OWNED = ['DATABASE_URL', 'DATA_DIR', 'QUEUE_PREFIX', 'PORT', 'METRICS_PORT', 'HOST', 'PUBLIC_URL', 'ADMIN_TOKEN', 'CLICKHOUSE_URL']
 
 /**
- * Starts `services/main.ts <args>` and waits until its API (or, for a worker, its metrics listener)
+ * Starts `bin/main.ts <args>` and waits until its API (or, for a worker, its metrics listener)
  * answers. `nice` starts the process under `nice -n`, as `make run` starts its worker: every thread of it
  * (chDB's and libuv's too) gets the lower priority, not only the main thread as setPriority after spawn would.
  */
@@ -47,7 +47,7 @@ export async function startService(args: string[], env: Record<string, string>, 
   const workerOnly = args[0] === 'worker'
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))
-  const command = [process.execPath, ...profile, '--import', 'tsx', 'services/main.ts', ...args]
+  const command = [process.execPath, ...profile, '--import', 'tsx', 'bin/main.ts', ...args]
   const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
   const child = spawn(file, argv, {
     cwd: root,

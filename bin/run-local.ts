@@ -12,7 +12,7 @@ import { ConfigError, loadConfig } from '../shared/config.js'
 import { createLogger } from '../shared/logger.js'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
-const MAIN = path.join(ROOT, 'services/main.ts')
+const MAIN = path.join(ROOT, 'bin/main.ts')
 const EXIT_WITH_PARENT = path.join(ROOT, 'bin/exit-with-parent.ts')
 
 const WORKER_NICE = 10

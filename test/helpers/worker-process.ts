@@ -13,7 +13,7 @@ export function killSpawnedWorkers(): void {
 }
 
 export function spawnWorkerProcess(env: TestEnv, dataDir: string, roles: string[] = ['track'], extraEnv: Record<string, string> = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts', 'worker', ...roles], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/main.ts', 'worker', ...roles], {
     cwd: root,
     env: {
       PATH: process.env.PATH,

@@ -24,7 +24,7 @@ function configErrorFor(env: Record<string, string>): ConfigError {
 /** Starts the service entry point with nothing of this process's environment but PATH and HOME. */
 function runMain(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['tsx', 'services/main.ts', ...args], {
+    const child = spawn('npx', ['tsx', 'bin/main.ts', ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     })

@@ -58,7 +58,7 @@ async function startWorker(): Promise<{ child: ChildProcess; port: number }> {
 
 /** A worker spawned with its stderr kept, or (`orphanable`) under a shell that never reaps it once it dies. */
 function spawnCaptured(port: number, orphanable = false): { child: ChildProcess; stderr: () => string } {
-  const args = ['--import', 'tsx', 'services/main.ts', 'worker', 'track']
+  const args = ['--import', 'tsx', 'bin/main.ts', 'worker', 'track']
   const child = orphanable
     ? // The shell execs into sleep, which never waits for its child: a killed worker stays a zombie.
       spawn('sh', ['-c', '"$0" "$@" & echo $!; exec sleep 120', process.execPath, ...args], { cwd: ROOT, env: workerEnv(port) })

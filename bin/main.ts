@@ -1,17 +1,17 @@
 import type { Server } from 'node:http'
 import type { Worker } from 'bullmq'
+import { createApp } from '../services/api/app.js'
+import { apiDepsFrom } from '../services/api/deps.js'
+import { startMetricsListener } from '../services/api/routes/metrics.js'
+import { ensureAdminToken, ensureFirstStartCredentials } from '../services/bootstrap.js'
+import { warnAboutRedisDurability } from '../services/redis-check.js'
+import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createContext } from '../shared/context.js'
-import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
 import { createLogger } from '../shared/logger.js'
 import { createMetrics } from '../shared/metrics.js'
 import { WorkerRoles, type WorkerRole } from '../shared/queue/queues.js'
 import { startWorkers } from '../workers/registry.js'
-import { createApp } from './api/app.js'
-import { apiDepsFrom } from './api/deps.js'
-import { startMetricsListener } from './api/routes/metrics.js'
-import { ensureAdminToken, ensureFirstStartCredentials } from './bootstrap.js'
-import { warnAboutRedisDurability } from './redis-check.js'
 
 const SHUTDOWN_GRACE_MS = 15_000
 /**
