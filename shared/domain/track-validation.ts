@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { customAttributeProblem, isPlainObject } from './attributes.js'
+import { emailProblem, normalizeEmail } from './email.js'
 import type { Identifier } from './identifiers.js'
-import { EMAIL_PATTERN, normalizeEmail, toE164 } from './phone.js'
+import { toE164 } from './phone.js'
 
 /** A problem with one field of one object; the message names the field. */
 export class FieldError extends Error {}
@@ -16,13 +17,10 @@ export function parseTime(value: unknown, field: string): string {
   return new Date(value).toISOString()
 }
 
-/** RFC 5321's limit; longer addresses would also overflow the index rows that hold them. */
-export const MAX_EMAIL_LENGTH = 254
-
 export function parseEmail(value: unknown, field: string): string {
-  if (typeof value !== 'string' || !EMAIL_PATTERN.test(value.trim())) throw new FieldError(`${field}: must be a valid email address`)
-  if (value.trim().length > MAX_EMAIL_LENGTH) throw new FieldError(`${field}: must be at most ${MAX_EMAIL_LENGTH} characters`)
-  return normalizeEmail(value)
+  const problem = emailProblem(value)
+  if (problem) throw new FieldError(`${field}: ${problem}`)
+  return normalizeEmail(value as string)
 }
 
 export function parsePhone(value: unknown, field: string): string {

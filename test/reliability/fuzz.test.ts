@@ -596,7 +596,7 @@ describe('inputs fuzzing once found to break a route (kept as regressions)', () 
     expect(await checkOne(endpoints['POST /scim/v2/Users'], 'POST /scim/v2/Users', taken)).toBe(409)
   })
 
-  it('POST /admin/v1/workspaces/:ws/email_spam_list refuses an email address of 4000 characters with a 400, not a 500 (EmailAddress in subscriptions.ts, used by admin-email-lists.ts)', async () => {
+  it('POST /admin/v1/workspaces/:ws/email_spam_list refuses an email address of 4000 characters with a 400, not a 500 (EmailAddress in shared/domain/email.ts, used by admin-email-lists.ts)', async () => {
     await checkOne(endpoints['POST /admin/v1/workspaces/:ws/email_spam_list'], 'POST email_spam_list', JSON.stringify({ emails: [longEmail] }))
   })
 
@@ -604,7 +604,7 @@ describe('inputs fuzzing once found to break a route (kept as regressions)', () 
     ['POST /email/status', { email: longEmail, subscription_state: 'subscribed' }],
     ['POST /subscription/status/set', { subscription_group_id: '', subscription_state: 'subscribed', email: [longEmail] }],
   ] as const) {
-    it(`${name} refuses an email address of 4000 characters with a 400 instead of accepting it for the track job to fail on (EmailAddress in subscriptions.ts)`, async () => {
+    it(`${name} refuses an email address of 4000 characters with a 400 instead of accepting it for the track job to fail on (EmailAddress in shared/domain/email.ts)`, async () => {
       const b = structuredClone(body) as Record<string, unknown>
       if ('subscription_group_id' in b) b.subscription_group_id = emailGroup
       const status = await checkOne(endpoints[name], name, JSON.stringify(b))

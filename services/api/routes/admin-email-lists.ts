@@ -2,12 +2,12 @@ import { Router } from 'express'
 import { z } from 'zod'
 import { addToEmailList, listEmailList, type EmailList } from '../../../shared/db/repositories/email-list-repository.js'
 import { getWorkspace } from '../../../shared/db/repositories/workspace-repository.js'
+import { EmailAddress } from '../../../shared/domain/email.js'
 import { notFound } from '../../../shared/errors.js'
 import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
-import { EmailAddress } from './subscriptions.js'
 
 const MAX_ADDED = 10_000
 const PAGE_DEFAULT = 1000

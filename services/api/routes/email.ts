@@ -1,6 +1,7 @@
 import { Router, type Response } from 'express'
 import { z } from 'zod'
 import { removeFromEmailList, type EmailList } from '../../../shared/db/repositories/email-list-repository.js'
+import { EmailAddress } from '../../../shared/domain/email.js'
 import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain/email-provider.js'
 import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
@@ -8,7 +9,7 @@ import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
-import { EmailAddress, upTo50 } from './subscriptions.js'
+import { upTo50 } from './subscriptions.js'
 
 const EmailStatusBody = z
   .object({ email: EmailAddress, subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']) })

@@ -7,7 +7,8 @@ import {
   type GroupState,
 } from '../../../shared/db/repositories/subscription-state-repository.js'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
-import { EMAIL_PATTERN, normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
+import { EmailAddress } from '../../../shared/domain/email.js'
+import { toE164 } from '../../../shared/domain/phone.js'
 import { badRequest } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
@@ -46,13 +47,6 @@ export function upTo50<T extends z.ZodType>(item: T, noun: string, min = 1) {
       .max(MAX_KEYS, `must hold at most ${MAX_KEYS} ${noun} per request`),
   )
 }
-
-// 254: the longest address SMTP can carry (RFC 5321 path limit).
-export const EmailAddress = z
-  .string()
-  .max(254, 'must be at most 254 characters')
-  .refine((s) => EMAIL_PATTERN.test(s.trim()), 'must be a valid email address')
-  .transform(normalizeEmail)
 
 export const PhoneNumber = z.string().transform((s, ctx) => {
   const e164 = toE164(s)

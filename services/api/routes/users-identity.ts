@@ -1,7 +1,8 @@
 import { Router } from 'express'
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
-import { EMAIL_PATTERN, normalizeEmail, toE164 } from '../../../shared/domain/phone.js'
+import { EmailAddress, normalizeEmail } from '../../../shared/domain/email.js'
+import { toE164 } from '../../../shared/domain/phone.js'
 import { Prioritization, prioritizationProblem, type Priority } from '../../../shared/domain/prioritization.js'
 import { UserAlias } from '../../../shared/domain/track-validation.js'
 import { badRequest } from '../../../shared/errors.js'
@@ -94,12 +95,11 @@ export function parseMergeUpdates(body: unknown): MergeOperation[] {
 }
 
 const ExternalId = z.string().min(1).max(512)
-const Email = z.string().regex(EMAIL_PATTERN, 'must be a valid email address')
 
 export const IdentifyBody = z
   .object({
     aliases_to_identify: z.array(z.object({ external_id: ExternalId, user_alias: UserAlias }).strict()).optional(),
-    emails_to_identify: z.array(z.object({ external_id: ExternalId, email: Email, prioritization: Prioritization }).strict()).optional(),
+    emails_to_identify: z.array(z.object({ external_id: ExternalId, email: EmailAddress, prioritization: Prioritization }).strict()).optional(),
     // Accepted for compatibility; every call merges (interface.md 4.3 rule 1).
     merge_behavior: z.enum(['merge', 'none']).optional(),
   })
@@ -128,7 +128,7 @@ export function parseIdentify(body: unknown): IdentifyOperation[] {
       inputArray: 'emails_to_identify',
       index,
       externalId: e.external_id,
-      user: { kind: 'email', value: normalizeEmail(e.email), prioritization: e.prioritization },
+      user: { kind: 'email', value: e.email, prioritization: e.prioritization },
     })),
   ]
 }
@@ -138,7 +138,7 @@ export const DeleteBody = z
     external_ids: z.array(ExternalId).optional(),
     user_aliases: z.array(UserAlias).optional(),
     service_ids: z.array(z.string().min(1).max(512)).optional(),
-    email_addresses: z.array(z.object({ email: Email, prioritization: Prioritization }).strict()).optional(),
+    email_addresses: z.array(z.object({ email: EmailAddress, prioritization: Prioritization }).strict()).optional(),
   })
   .strict()
 
@@ -150,7 +150,7 @@ function deleteTargets(body: z.infer<typeof DeleteBody>): { inputArray: DeleteOp
   if (body.service_ids) return body.service_ids.map((value) => ({ inputArray: 'service_ids', user: { kind: 'service_id', value } }))
   return (body.email_addresses ?? []).map((e) => ({
     inputArray: 'email_addresses',
-    user: { kind: 'email', value: normalizeEmail(e.email), prioritization: e.prioritization },
+    user: { kind: 'email', value: e.email, prioritization: e.prioritization },
   }))
 }
 

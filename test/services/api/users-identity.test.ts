@@ -162,6 +162,7 @@ describe('POST /users/identify', () => {
       [{ aliases_to_identify: [{ user_alias: { alias_name: 'a', alias_label: 'l' } }] }, 'aliases_to_identify.0.external_id:'],
       [{ aliases_to_identify: [alias(1)], merge_behavior: 'keep' }, 'merge_behavior:'],
       [{ emails_to_identify: [{ external_id: 'e', email: 'not-an-email', prioritization: ['identified'] }] }, 'emails_to_identify.0.email: must be a valid email address'],
+      [{ emails_to_identify: [{ external_id: 'e', email: `${'a'.repeat(243)}@example.com`, prioritization: ['identified'] }] }, 'emails_to_identify.0.email: must be at most 254 characters'],
       [{ emails_to_identify: [{ external_id: 'e', email: 'a@example.com', prioritization: ['identified', 'unidentified'] }] }, `emails_to_identify.0.prioritization: ${PRIORITIZATION}`],
       [{ emails_to_identify: [{ external_id: 'e', email: 'a@example.com' }] }, `emails_to_identify.0.prioritization: ${PRIORITIZATION}`],
       [{}, 'aliases_to_identify or emails_to_identify must name at least one user'],
@@ -219,6 +220,7 @@ describe('POST /users/delete', () => {
       [{ external_ids: [] }, 'name at least one user to delete'],
       [{ braze_ids: ['x'] }, 'body: Unrecognized key'],
       [{ email_addresses: [{ email: 'a@example.com' }] }, `email_addresses.0.prioritization: ${PRIORITIZATION}`],
+      [{ email_addresses: [{ email: `${'a'.repeat(243)}@example.com`, prioritization: ['identified'] }] }, 'email_addresses.0.email: must be at most 254 characters'],
       [{ email_addresses: ['a@example.com'] }, 'email_addresses.0:'],
       [{ email_addresses: [{ email: 'a@example.com', prioritization: ['unidentified', 'identified'] }] }, `email_addresses.0.prioritization: ${PRIORITIZATION}`],
     ]
