@@ -1,15 +1,20 @@
 import { hash } from 'node:crypto'
 import { z } from 'zod'
 
+/** The ways a request names one user, one schema per kind, for contracts that take only some kinds. */
+export const IdentifierByKind = {
+  external_id: z.object({ kind: z.literal('external_id'), value: z.string() }),
+  user_alias: z.object({ kind: z.literal('user_alias'), alias_name: z.string(), alias_label: z.string() }),
+  service_id: z.object({ kind: z.literal('service_id'), value: z.string() }),
+  email: z.object({ kind: z.literal('email'), value: z.string() }),
+  phone: z.object({ kind: z.literal('phone'), value: z.string() }),
+}
+
+const { external_id, user_alias, service_id, email, phone } = IdentifierByKind
 /** How a request names one user. */
-export const Identifier = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('external_id'), value: z.string() }),
-  z.object({ kind: z.literal('user_alias'), alias_name: z.string(), alias_label: z.string() }),
-  z.object({ kind: z.literal('service_id'), value: z.string() }),
-  z.object({ kind: z.literal('email'), value: z.string() }),
-  z.object({ kind: z.literal('phone'), value: z.string() }),
-])
+export const Identifier = z.discriminatedUnion('kind', [external_id, user_alias, service_id, email, phone])
 export type Identifier = z.infer<typeof Identifier>
+export type IdentifierKind = Identifier['kind']
 
 export function identifierKey(id: Identifier): string {
   return id.kind === 'user_alias' ? `user_alias:${id.alias_label}\u0000${id.alias_name}` : `${id.kind}:${id.value}`

@@ -1,19 +1,20 @@
 import { z } from 'zod'
+import { IdentifierByKind } from '../domain/identifiers.js'
 import { Prioritization } from '../domain/prioritization.js'
 
 /** The one identity queue: its jobs run one at a time, in acceptance order. */
 export const IDENTITY_QUEUE = 'identity'
 
 /**
- * How an identity request names one user. Email and phone may name several users, so they
- * carry the prioritization that picks one (interface.md 4.2).
+ * How an identity request names one user: an identifier (shared/domain/identifiers.ts). Email and
+ * phone may name several users, so they carry the prioritization that picks one (interface.md 4.2).
  */
 export const IdentityTarget = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('external_id'), value: z.string() }),
-  z.object({ kind: z.literal('user_alias'), alias_name: z.string(), alias_label: z.string() }),
-  z.object({ kind: z.literal('service_id'), value: z.string() }),
-  z.object({ kind: z.literal('email'), value: z.string(), prioritization: Prioritization }),
-  z.object({ kind: z.literal('phone'), value: z.string(), prioritization: Prioritization }),
+  IdentifierByKind.external_id,
+  IdentifierByKind.user_alias,
+  IdentifierByKind.service_id,
+  IdentifierByKind.email.extend({ prioritization: Prioritization }),
+  IdentifierByKind.phone.extend({ prioritization: Prioritization }),
 ])
 export type IdentityTarget = z.infer<typeof IdentityTarget>
 

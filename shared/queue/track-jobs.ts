@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Identifier } from '../domain/identifiers.js'
+import { Identifier, IdentifierByKind } from '../domain/identifiers.js'
 
 /** Track work is spread over partition queues `track-0..N-1`, each one job at a time. */
 export const trackQueueName = (partition: number) => `track-${partition}`
@@ -68,11 +68,7 @@ export type PurchaseOp = z.infer<typeof PurchaseOp>
 
 /** A subscription-group state set by /subscription/status/set for one user key. */
 export const SubscriptionChange = z.object({
-  key: z.discriminatedUnion('kind', [
-    z.object({ kind: z.literal('external_id'), value: z.string() }),
-    z.object({ kind: z.literal('email'), value: z.string() }),
-    z.object({ kind: z.literal('phone'), value: z.string() }),
-  ]),
+  key: z.discriminatedUnion('kind', [IdentifierByKind.external_id, IdentifierByKind.email, IdentifierByKind.phone]),
   subscription_group_id: z.string(),
   subscription_state: z.enum(['subscribed', 'unsubscribed']),
 })

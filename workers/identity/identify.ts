@@ -1,6 +1,7 @@
 import type { ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { describeIdentifier } from '../../shared/domain/identifiers.js'
 import type { IdentityBatch } from './identity-batch.js'
-import { describeTarget, identityError, resolveTarget, unresolvedError, withExternalId, type IdentityError } from './resolve.js'
+import { identityError, resolveTarget, unresolvedError, withExternalId, type IdentityError } from './resolve.js'
 import type { IdentifyOperation } from '../../shared/queue/identity-jobs.js'
 
 /**
@@ -11,7 +12,7 @@ import type { IdentifyOperation } from '../../shared/queue/identity-jobs.js'
 async function identifyProfile(batch: IdentityBatch, op: IdentifyOperation, user: ProfileRow, identified: ProfileRow | undefined): Promise<IdentityError | undefined> {
   if (user.external_id === op.externalId) return undefined
   if (user.external_id !== null) {
-    return identityError(op, 'already_identified', `${describeTarget(op.user)} is already identified with another external_id; nothing was changed`)
+    return identityError(op, 'already_identified', `${describeIdentifier(op.user)} is already identified with another external_id; nothing was changed`)
   }
   if (identified) await batch.merge(user, identified)
   else await batch.setExternalId(user, op.externalId)

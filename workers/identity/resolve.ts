@@ -1,4 +1,5 @@
 import { aliasKey, type LockedProfiles, type ProfileLookup, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { describeIdentifier } from '../../shared/domain/identifiers.js'
 import { choose, type Choice } from '../../shared/domain/prioritization.js'
 import type { IdentityTarget } from '../../shared/queue/identity-jobs.js'
 
@@ -57,13 +58,9 @@ export function resolveTarget(locked: LockedProfiles, target: IdentityTarget): C
   }
 }
 
-export function describeTarget(target: IdentityTarget): string {
-  return target.kind === 'user_alias' ? `user_alias ${target.alias_label}/${target.alias_name}` : `${target.kind} ${target.value}`
-}
-
 /** The error to report when a target did not resolve to exactly one user. */
 export function unresolvedError(ref: OperationRef, target: IdentityTarget, choice: Exclude<Choice<ProfileRow>, { kind: 'one' }>): IdentityError {
   return choice.kind === 'none'
-    ? identityError(ref, 'user_not_found', `no user found for ${describeTarget(target)}`)
-    : identityError(ref, 'ambiguous_user', `${describeTarget(target)} matches ${choice.count} users after prioritization; nothing was changed`)
+    ? identityError(ref, 'user_not_found', `no user found for ${describeIdentifier(target)}`)
+    : identityError(ref, 'ambiguous_user', `${describeIdentifier(target)} matches ${choice.count} users after prioritization; nothing was changed`)
 }

@@ -169,7 +169,7 @@ function labelOf(state: GroupState | undefined): 'Subscribed' | 'Unsubscribed' |
 }
 
 /** The keys a status read names, each as sent (the answer's key) and as stored. */
-type ReadKeys = { kind: 'external_id' | 'email' | 'phone'; sent: string[]; stored: string[] }
+type ReadKeys = { kind: SubscriptionChange['key']['kind']; sent: string[]; stored: string[] }
 
 function addressKeys(kind: 'email' | 'phone', raw: unknown): ReadKeys {
   const noun = kind === 'email' ? 'email addresses' : 'phone numbers'

@@ -1,3 +1,4 @@
+import type { IdentifierKind } from '../../domain/identifiers.js'
 import { query, type Queryable } from '../pool.js'
 
 export interface ReadLookup {
@@ -9,7 +10,7 @@ export interface ReadLookup {
 }
 
 export interface ReadMatch {
-  kind: 'external_id' | 'user_alias' | 'service_id' | 'email' | 'phone'
+  kind: IdentifierKind
   key: string
   profile_id: number
 }
