@@ -66,7 +66,7 @@ describe('identification rules of /users/track', () => {
   it('does not create a profile for an unknown external_id with _update_existing_only true', async () => {
     const { progress } = await trackAndWait({ attributes: [{ external_id: 'ghost', _update_existing_only: true, a: 1 }] })
     expect(progress.status).toBe('done')
-    expect(progress.errors?.[0]).toMatchObject({ message: 'no user found for external_id ghost' })
+    expect(progress.errors?.[0]).toMatchObject({ type: 'user_not_found', message: 'no user found for external_id ghost' })
     expect(await profileCount('external_id = $2', ['ghost'])).toBe(0)
   })
 
@@ -122,7 +122,7 @@ describe('subscriptions through /users/track', () => {
       expect(u.subscription_groups).toEqual([{ subscription_group_id: gid, subscription_state: 'subscribed' }])
     }
     const { progress } = await trackAndWait({ attributes: [{ external_id: 'sub-a', subscription_groups: [{ subscription_group_id: 'nope', subscription_state: 'subscribed' }] }] })
-    expect(progress.errors?.[0]).toMatchObject({ message: 'unknown subscription_group_id nope' })
+    expect(progress.errors?.[0]).toMatchObject({ type: 'unknown_subscription_group', message: 'unknown subscription_group_id nope' })
   })
 })
 

@@ -1,15 +1,11 @@
 import { aliasKey, type LockedProfiles, type ProfileLookup, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import { describeIdentifier } from '../../shared/domain/identifiers.js'
+import type { ObjectError } from '../../shared/domain/object-error.js'
 import { choose, type Choice } from '../../shared/domain/prioritization.js'
 import type { IdentityTarget } from '../../shared/queue/identity-jobs.js'
 
 /** A non-fatal error of one identity operation, reported on the request (GET /requests/{id}). */
-export interface IdentityError {
-  type: 'user_not_found' | 'ambiguous_user' | 'same_user' | 'already_identified'
-  input_array: string
-  index: number
-  message: string
-}
+export type IdentityError = ObjectError<'user_not_found' | 'ambiguous_user' | 'same_user' | 'already_identified'>
 
 /** Where an operation came from in its request, for the errors it reports. */
 export interface OperationRef {

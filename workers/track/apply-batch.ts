@@ -18,15 +18,13 @@ import { lockProfileRecords } from '../../shared/db/repositories/user-record-rep
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
 import { describeIdentifier, identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
+import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
 import { ProfileIndex } from './profile-index.js'
 import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../shared/queue/track-jobs.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
 
-export interface ObjectError {
-  input_array: 'attributes' | 'events' | 'purchases'
-  index: number
-  message: string
-}
+/** A track object the worker could not apply; the rest of its request is applied. */
+type TrackApplyError = ObjectError<'user_not_found' | 'unknown_subscription_group', TrackInputArray>
 
 const tokenKey = (appId: string, token: string) => `${appId}\u0000${token}`
 
@@ -90,7 +88,7 @@ export interface KeyedTrackJob {
 export interface AppliedTrackJobs {
   /** Owner profile of each event and purchase occurrence, per job, in job order (null: not applied). */
   owners: Map<string, (number | null)[]>
-  errors: Map<string, ObjectError[]>
+  errors: Map<string, TrackApplyError[]>
   /** Snapshots built from the batch's own state. */
   snapshots: Snapshot[]
   /** Profiles whose snapshot must be read back (changed by statements rather than in memory). */
@@ -134,14 +132,14 @@ async function applyWorkspaceJobs(db: pg.PoolClient, ws: string, jobs: KeyedTrac
   const sharedEmailChanges: { email: string; groups: ProfileSubscription[]; emailSubscribe?: string; source: number }[] = []
   const explicitEmailSubscribe = new Map<number, string>()
   const summaries = new Map<string, EventSummaryDelta>()
-  let errors: ObjectError[] = []
+  let errors: TrackApplyError[] = []
 
-  const resolve = (id: Identifier, explicitUpdateExistingOnly: boolean | undefined, kind: ObjectError['input_array'], i: number) => {
+  const resolve = (id: Identifier, explicitUpdateExistingOnly: boolean | undefined, kind: TrackInputArray, i: number) => {
     const found = index.find(id)
     if (found) return found
     const mayCreate = explicitUpdateExistingOnly === undefined ? createsByDefault(id) : !explicitUpdateExistingOnly
     if (mayCreate && id.kind !== 'service_id') return index.create(id)
-    errors.push({ input_array: kind, index: i, message: `no user found for ${describeIdentifier(id)}` })
+    errors.push({ type: 'user_not_found', input_array: kind, index: i, message: `no user found for ${describeIdentifier(id)}` })
     return undefined
   }
 
@@ -166,7 +164,7 @@ async function applyWorkspaceJobs(db: pg.PoolClient, ws: string, jobs: KeyedTrac
     const groupChanges: ProfileSubscription[] = []
     for (const g of op.subscriptionGroups) {
       if (!groups.has(g.subscription_group_id)) {
-        errors.push({ input_array: 'attributes', index: op.index, message: `unknown subscription_group_id ${g.subscription_group_id}` })
+        errors.push({ type: 'unknown_subscription_group', input_array: 'attributes', index: op.index, message: `unknown subscription_group_id ${g.subscription_group_id}` })
         continue
       }
       groupChanges.push({ profile_id: profile.id, group_id: g.subscription_group_id, state: g.subscription_state })
