@@ -100,6 +100,13 @@ describe('OpenAPI document', () => {
     const segment = doc.paths['/admin/v1/workspaces/{ws}/segments'].post
     const segmentRef: string = segment.requestBody.content['application/json'].schema.$ref
     expect(doc.components.schemas[segmentRef.split('/').pop()!]).toEqual(inputSchemaOf(CreateSegment))
+
+    // /users/track describes each object, not just lists of anything.
+    const trackRef: string = doc.paths['/users/track'].post.requestBody.content['application/json'].schema.$ref
+    const track = doc.components.schemas[trackRef.split('/').pop()!].properties
+    expect(track.attributes.items.properties.external_id).toEqual({ type: 'string', minLength: 1, maxLength: 512 })
+    expect(track.events.items.required).toEqual(expect.arrayContaining(['name', 'time']))
+    expect(track.purchases.items.required).toEqual(expect.arrayContaining(['product_id', 'currency', 'price', 'time']))
   })
 
   it('describes auth, permissions, path parameters and the queued-write headers', () => {
