@@ -9,8 +9,8 @@ const UNSTORABLE_TEXT = new Set(['22021', '22P05'])
 
 /**
  * Every failure answers JSON with a `message`; body-parser errors become the 4xx they are. Under
- * /scim/v2 the answer is a SCIM error body (the SCIM router answers its own errors; this covers
- * what fails before it: the body parser and the content-type check).
+ * /scim/v2 the answer is a SCIM error body (RFC 7644 section 3.12) instead, with the `scimType` a
+ * SCIM error carries (scimError), or `invalidSyntax` for a 400 that fails before the SCIM router.
  */
 export function errorHandler(logger: Logger) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
@@ -18,7 +18,7 @@ export function errorHandler(logger: Logger) {
     const scim = req.path === ScimBasePath || req.path.startsWith(`${ScimBasePath}/`)
     const reply = (status: number, message: string, extra: Record<string, unknown> = {}) =>
       scim
-        ? res.status(status).type(ScimContentType).json(scimErrorBody(status, message, status === 400 ? 'invalidSyntax' : undefined))
+        ? res.status(status).type(ScimContentType).json(scimErrorBody(status, message, (extra.scimType as string | undefined) ?? (status === 400 ? 'invalidSyntax' : undefined)))
         : res.status(status).json({ message, ...extra })
     if (err instanceof ApiError) return reply(err.status, err.message, err.extra)
     const e = err as { type?: string; status?: number; message?: string; limit?: number; code?: string }

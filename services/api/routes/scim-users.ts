@@ -23,13 +23,11 @@ import {
   WorkspacePermissions,
   parseUserFilter,
   scimError,
-  scimErrorBody,
   toScimUser,
   userNotFound,
   type UserPermissions,
 } from '../../../shared/domain/scim.js'
-import { ApiError, isRetryable } from '../../../shared/errors.js'
-import type { Logger } from '../../../shared/logger.js'
+import type { ApiError } from '../../../shared/errors.js'
 import type { Metrics } from '../../../shared/metrics.js'
 import { hashSecret, hashesEqual } from '../../../shared/secrets.js'
 import type { ApiDeps } from '../deps.js'
@@ -157,19 +155,6 @@ function limitScim(limits: RateLimits, metrics: Metrics) {
   }
 }
 
-/** Every failure under /scim/v2 answers a SCIM error body (RFC 7644 section 3.12). */
-function scimErrorHandler(logger: Logger) {
-  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    if (res.headersSent) return
-    if (err instanceof ApiError) {
-      return sendScim(res, err.status, scimErrorBody(err.status, err.message, err.extra.scimType as string | undefined))
-    }
-    if (isRetryable(err)) return sendScim(res, 503, scimErrorBody(503, 'the service is temporarily unavailable'))
-    logger.error({ err, path: req.path }, 'unhandled SCIM error')
-    sendScim(res, 500, scimErrorBody(500, 'internal server error'))
-  }
-}
-
 /** Resolves workspace names to ids and team names to their stable ids; an unknown workspace is a 400. */
 async function resolvePermissions(db: Queryable, body: z.infer<typeof PermissionsBody>): Promise<UserPermissions> {
   const workspaces = await Promise.all(body.appGroup.map((g) => getWorkspaceByName(db, g.appGroupName)))
@@ -208,7 +193,10 @@ function filterOf(req: Request) {
   return parseUserFilter(filter)
 }
 
-/** SCIM 2.0 Users (interface.md 4.13 to 4.17) under /scim/v2, with its own auth, limit and errors. */
+/**
+ * SCIM 2.0 Users (interface.md 4.13 to 4.17) under /scim/v2, with its own auth and limit; its
+ * errors answer SCIM error bodies through the app's error handler (middleware/errors.ts).
+ */
 export function scimUserRoutes(deps: ApiDeps): Router {
   const r = Router()
   const db = deps.pg
@@ -278,6 +266,5 @@ export function scimUserRoutes(deps: ApiDeps): Router {
   r.use(ScimBasePath, (req) => {
     throw scimError(404, `no such SCIM endpoint: ${req.method} ${req.originalUrl.split('?')[0]}`)
   })
-  r.use(ScimBasePath, scimErrorHandler(deps.logger))
   return r
 }
