@@ -19,6 +19,7 @@ import type { Permission } from '../../shared/domain/permissions.js'
 import { Permissions } from '../../shared/domain/permissions.js'
 import type { WorkerRole } from '../../shared/queue/queues.js'
 import { startWorkers } from '../../workers/registry.js'
+import { sleep, until } from './wait.js'
 
 const PG_BASE = process.env.TEST_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
 const TEST_DB_PREFIX = 'uds_test_'
@@ -49,7 +50,7 @@ async function createTestDatabase(): Promise<string> {
     } catch (e) {
       // Another test process may still be connected to the template for a moment.
       if ((e as { code?: string }).code !== '55006' || attempt > 50) throw e
-      await new Promise((r) => setTimeout(r, 100 + Math.random() * 200))
+      await sleep(100 + Math.random() * 200)
     }
   }
 }
@@ -177,13 +178,9 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
       return { id: ws.body.id as string, key: key.body.key as string }
     },
     async waitForRequest(key, requestId, timeoutMs = 30_000) {
-      const deadline = Date.now() + timeoutMs
-      for (;;) {
-        const r = await env.call('GET', `/requests/${requestId}`, { key })
-        if (r.body?.status === 'done' || r.body?.status === 'failed') return r.body
-        if (Date.now() > deadline) throw new Error(`request ${requestId} still ${r.body?.status ?? r.status} after ${timeoutMs} ms`)
-        await new Promise((res) => setTimeout(res, 25))
-      }
+      const progress = () => env.call('GET', `/requests/${requestId}`, { key })
+      const finished = (r: HttpResult) => r.body?.status === 'done' || r.body?.status === 'failed'
+      return (await until(`request ${requestId} to finish`, progress, finished, timeoutMs)).body
     },
     async writeAndWait(key, p, body) {
       const r = await env.call('POST', p, { key, body })

@@ -38,14 +38,24 @@ export function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)))
 }
 
-/** Event counts read from a stopped worker's embedded ClickHouse, in a process of its own. */
-export async function clickhouseCounts(dataDir: string, database: string, workspaceId: string) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/clickhouse-counts.ts', path.join(dataDir, 'clickhouse'), database, workspaceId], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
+/**
+ * Runs a helper script under test/helpers in a process of its own and answers the JSON it prints:
+ * a stopped worker's embedded ClickHouse can only be opened by another process (chDB binds one
+ * data directory per process).
+ */
+export async function runHelperScript(script: string, args: string[]): Promise<any> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join('test/helpers', script), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))
   await exited(child)
-  return JSON.parse(out) as { visible: { kind: string; n: string }[]; physical: number; snapshots: number }
+  return JSON.parse(out)
+}
+
+/** Event counts read from a stopped worker's embedded ClickHouse. */
+export async function clickhouseCounts(dataDir: string, database: string, workspaceId: string) {
+  return (await runHelperScript('clickhouse-counts.ts', [path.join(dataDir, 'clickhouse'), database, workspaceId])) as {
+    visible: { kind: string; n: string }[]
+    physical: number
+    snapshots: number
+  }
 }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { countEvents } from '../../shared/clickhouse/event-repository.js'
 import { withDefaultUser } from '../../shared/db/pool.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
-import { until } from '../helpers/wait.js'
+import { sleep, until } from '../helpers/wait.js'
 
 // A track worker applies a load of `inc` attributes and events while every backend of the test
 // database is terminated again and again (the worker's and the API's alike). Every request must
@@ -37,8 +37,6 @@ function makeRequest(n: number) {
     },
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 
 interface Kills {

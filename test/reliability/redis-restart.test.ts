@@ -3,23 +3,14 @@ import net from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
-import { until } from '../helpers/wait.js'
+import { freePort } from '../helpers/ports.js'
+import { sleep, until } from '../helpers/wait.js'
 import { exited } from '../helpers/worker-process.js'
 
 // The API under a steady /users/track load while its Redis (a private redis-server, without
 // persistence) is killed and started again on the same port: while Redis is away every request
 // gets a quick, clear 503 in JSON; once it is back the API accepts work again by itself, and a
 // worker started afterwards applies what was accepted after the recovery.
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer()
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()))
-  const port = (srv.address() as net.AddressInfo).port
-  await new Promise<void>((r) => srv.close(() => r()))
-  return port
-}
 
 /** True when a redis-server answers PING on the port. */
 function pings(port: number): Promise<boolean> {

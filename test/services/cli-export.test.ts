@@ -1,45 +1,21 @@
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { progressLine, summary } from '../../services/cli/export-watch.js'
 import type { ExportStatus } from '../../shared/db/repositories/export-repository.js'
+import { cleanEnv, runCli } from '../helpers/cli.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { localServer } from '../helpers/ports.js'
 
-const ROOT = path.resolve(import.meta.dirname, '../..')
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx')
-const CLI = path.join(ROOT, 'services/cli/index.ts')
 /** Small files, so that a few users make several files and the progress moves in steps. */
 const USERS_PER_FILE = 10
 const USERS = 25
 
-interface CliRun {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-/** The environment of a child without the variables the CLI would otherwise pick up from ours. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const { ADMIN_TOKEN: _t, PUBLIC_URL: _u, DATA_DIR: _d, API_KEY: _k, ...rest } = process.env
-  return { ...rest, ...extra }
-}
-
-function runCli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [CLI, ...args, '--url', env.baseUrl, '--admin-token', env.adminToken], { cwd: ROOT, env: cleanEnv(extraEnv) })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
+/** The CLI against the test service, `extraEnv` added to a clean environment. */
+const cli = (args: string[], extraEnv: Record<string, string> = {}) =>
+  runCli([...args, '--url', env.baseUrl, '--admin-token', env.adminToken], cleanEnv(extraEnv))
 
 const ndjson = (text: string) => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>)
 const lines = (text: string) => text.split('\n').filter(Boolean)
@@ -59,8 +35,8 @@ async function workspaceWithSegment(): Promise<{ id: string; key: string; segmen
 }
 
 /** A stand-in bucket that refuses every upload, so that the export fails at once (a closed port would be retried for minutes). */
-async function refusingStore(): Promise<{ endpoint: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
+function refusingStore(): Promise<{ url: string; close(): Promise<void> }> {
+  return localServer((req, res) => {
     req.resume()
     req.on('end', () => {
       res.statusCode = 403
@@ -68,11 +44,6 @@ async function refusingStore(): Promise<{ endpoint: string; close(): Promise<voi
       res.end('<Error><Code>AccessDenied</Code><Message>denied</Message></Error>')
     })
   })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
-  return {
-    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  }
 }
 
 beforeAll(async () => {
@@ -85,7 +56,7 @@ afterAll(async () => {
 describe('export start and export watch', () => {
   it('starts an export and follows it as NDJSON: the answer, then each changed status, the last one done', async () => {
     const ws = await workspaceWithSegment()
-    const r = await runCli(['export', 'start', ws.id, '--segment', ws.segmentId, '--fields', 'external_id,email', '--api-key', ws.key, '--watch', '--json'])
+    const r = await cli(['export', 'start', ws.id, '--segment', ws.segmentId, '--fields', 'external_id,email', '--api-key', ws.key, '--watch', '--json'])
     expect(r.stderr).toBe('')
     expect(r.code).toBe(0)
     const [accepted, ...statuses] = ndjson(r.stdout)
@@ -108,7 +79,7 @@ describe('export start and export watch', () => {
 
   it('prints a line per change when not on a terminal and ends with the files, then where they are', async () => {
     const ws = await workspaceWithSegment()
-    const r = await runCli(['export', 'start', ws.id, '--segment', ws.segmentId, '--fields', 'email', '--watch'], { API_KEY: ws.key })
+    const r = await cli(['export', 'start', ws.id, '--segment', ws.segmentId, '--fields', 'email', '--watch'], { API_KEY: ws.key })
     expect(r.code).toBe(0)
     const out = lines(r.stdout)
     expect(out[0]).toMatch(/^export \S+ accepted$/)
@@ -125,7 +96,7 @@ describe('export start and export watch', () => {
     ])
 
     // Watching a finished export prints its files at once; the status alone does not know the URL, and says so.
-    const again = await runCli(['export', 'watch', ws.id, exportId])
+    const again = await cli(['export', 'watch', ws.id, exportId])
     expect(again.code).toBe(0)
     expect(lines(again.stdout)).toEqual([
       `done: ${USERS} of ${USERS} users, 3 files`,
@@ -140,11 +111,11 @@ describe('export start and export watch', () => {
     const store = await refusingStore()
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-cli-export-'))
     try {
-      const storage = { bucket: 'refused', region: 'us-east-1', endpoint: store.endpoint, force_path_style: true, access_key_id: 'A', secret_access_key: 'S' }
+      const storage = { bucket: 'refused', region: 'us-east-1', endpoint: store.url, force_path_style: true, access_key_id: 'A', secret_access_key: 'S' }
       expect((await env.admin('PUT', `/admin/v1/workspaces/${ws.id}/export_storage`, storage)).status).toBe(200)
       // The key comes from the first start's credentials file when it is for this workspace.
       writeFileSync(path.join(dataDir, 'credentials.json'), JSON.stringify({ workspace_id: ws.id, api_key: ws.key }))
-      const r = await runCli(['export', 'start', ws.id, '--segment', ws.segmentId, '--fields', 'email', '--watch', '--json'], { DATA_DIR: dataDir })
+      const r = await cli(['export', 'start', ws.id, '--segment', ws.segmentId, '--fields', 'email', '--watch', '--json'], { DATA_DIR: dataDir })
       expect(r.code).toBe(1)
       const last = ndjson(r.stdout).at(-1)!
       expect(last).toMatchObject({ status: 'failed', error: expect.stringMatching(/^storage refused the upload of .*users-00000\.zip to bucket refused: AccessDenied \(HTTP 403\)/) })
@@ -160,7 +131,7 @@ describe('export start and export watch', () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-cli-export-'))
     try {
       writeFileSync(path.join(dataDir, 'credentials.json'), JSON.stringify({ workspace_id: 'other-ws', api_key: 'k' }))
-      const r = await runCli(['export', 'start', ws.id, '--segment', 's', '--fields', 'email'], { DATA_DIR: dataDir })
+      const r = await cli(['export', 'start', ws.id, '--segment', 's', '--fields', 'email'], { DATA_DIR: dataDir })
       expect(r.code).toBe(1)
       expect(r.stderr).toContain(`no API key for workspace ${ws.id}: pass --api-key or set API_KEY`)
       expect(r.stderr).toContain('holds the key of workspace other-ws')
@@ -177,7 +148,7 @@ describe('export start and export watch', () => {
        VALUES ($1, $2, 'global_control_group', 'running', '{}', 'p', 4, '[]')`,
       [id, ws.id],
     )
-    const r = await runCli(['export', 'watch', ws.id, id, '--timeout', '1'])
+    const r = await cli(['export', 'watch', ws.id, id, '--timeout', '1'])
     expect(r.code).toBe(2)
     expect(lines(r.stdout)).toEqual(['running: 4 users, 0 files'])
     expect(r.stderr).toContain(`export ${id} is still running after 1 s`)

@@ -1,52 +1,15 @@
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Permissions } from '../../shared/domain/permissions.js'
+import { cleanEnv, runCli } from '../helpers/cli.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
-
-const ROOT = path.resolve(import.meta.dirname, '../..')
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx')
-const CLI = path.join(ROOT, 'services/cli/index.ts')
-
-interface CliRun {
-  code: number | null
-  stdout: string
-  stderr: string
-  json: any
-}
-
-/** The environment of a child without the variables the CLI would otherwise pick up from ours. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const { ADMIN_TOKEN: _t, PUBLIC_URL: _u, DATA_DIR: _d, ...rest } = process.env
-  return { ...rest, ...extra }
-}
-
-function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [CLI, ...args], { cwd: ROOT, env })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code) => {
-      let json: unknown
-      try {
-        json = JSON.parse(stdout)
-      } catch {
-        json = undefined
-      }
-      resolve({ code, stdout, stderr, json })
-    })
-  })
-}
 
 let env: TestEnv
 /** The CLI against the test service, asking for JSON. */
-const cli = (...args: string[]) => runCli([...args, '--url', env.baseUrl, '--admin-token', env.adminToken, '--json'], cleanEnv())
+const cli = (...args: string[]) => runCli([...args, '--url', env.baseUrl, '--admin-token', env.adminToken, '--json'])
 
 /** Workspaces for the other commands come straight from the operator API: one child process less each. */
 async function newWorkspace(): Promise<string> {

@@ -1,5 +1,3 @@
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Job } from 'bullmq'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RetryableError } from '../../shared/errors.js'
@@ -8,11 +6,12 @@ import { createCallbackProcessor } from '../../workers/callback/processor.js'
 import { isPrivateAddress } from '../../workers/callback/private-addresses.js'
 import type { WorkerDeps } from '../../workers/deps.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { localServer } from '../helpers/ports.js'
 
 /** A local endpoint answering each POST with the next status of `statuses` (the last one repeats). */
-function endpoint(statuses: number[]) {
+async function endpoint(statuses: number[]) {
   const received: { body: unknown; contentType?: string }[] = []
-  const server = http.createServer((req, res) => {
+  const server = await localServer((req, res) => {
     let data = ''
     req.on('data', (c) => (data += c))
     req.on('end', () => {
@@ -21,14 +20,7 @@ function endpoint(statuses: number[]) {
       res.end()
     })
   })
-  return {
-    received,
-    async start() {
-      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
-      return `http://127.0.0.1:${(server.address() as AddressInfo).port}/export-ready`
-    },
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  }
+  return { received, url: `${server.url}/export-ready`, close: server.close }
 }
 
 const job = {} as Job
@@ -49,8 +41,8 @@ describe('callback address rules', () => {
 
 describe('callback processor', () => {
   it('POSTs the JSON body to the endpoint', async () => {
-    const e = endpoint([204])
-    const url = await e.start()
+    const e = await endpoint([204])
+    const url = e.url
     try {
       expect(await processorWith(true)(callbackJob(url), job)).toEqual({ status: 'ok', applied: undefined })
       expect(e.received).toEqual([{ body: { success: true, url: 'https://files/x.zip' }, contentType: 'application/json' }])
@@ -60,8 +52,8 @@ describe('callback processor', () => {
   })
 
   it('refuses loopback endpoints unless CALLBACK_ALLOW_PRIVATE, without sending anything', async () => {
-    const e = endpoint([200])
-    const url = await e.start()
+    const e = await endpoint([200])
+    const url = e.url
     try {
       const outcome = await processorWith(false)(callbackJob(url), job)
       expect(outcome).toMatchObject({ status: 'fail', reason: expect.stringMatching(/private or loopback address 127\.0\.0\.1/) })
@@ -79,8 +71,8 @@ describe('callback processor', () => {
     const p = processorWith(true)
     expect(await p(callbackJob('not a url'), job)).toMatchObject({ status: 'fail', reason: expect.stringMatching(/malformed URL/) })
     expect(await p(callbackJob('ftp://example.com/x'), job)).toMatchObject({ status: 'fail', reason: expect.stringMatching(/unsupported scheme ftp:/) })
-    const e = endpoint([404, 503, 429, 302])
-    const url = await e.start()
+    const e = await endpoint([404, 503, 429, 302])
+    const url = e.url
     try {
       expect(await p(callbackJob(url), job)).toMatchObject({ status: 'fail', reason: expect.stringMatching(/endpoint answered 404/) })
       await expect(p(callbackJob(url), job)).rejects.toBeInstanceOf(RetryableError)
@@ -103,8 +95,8 @@ describe('callback queue', () => {
   })
 
   it('retries a failing endpoint with backoff until it accepts the callback', async () => {
-    const e = endpoint([503, 200])
-    const url = await e.start()
+    const e = await endpoint([503, 200])
+    const url = e.url
     try {
       const ws = await env.workspace()
       await submitRequest({ queues: env.ctx.queues, tracker: env.ctx.tracker }, {

@@ -1,6 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { gunzipSync } from 'node:zlib'
@@ -13,6 +11,8 @@ import { projectRecord, type UserRecord } from '../../shared/domain/user-record.
 import { s3Uploader, StorageRefusedError } from '../../shared/storage/s3-uploader.js'
 import { writeExportFile } from '../../workers/export/file-writer.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { localServer } from '../helpers/ports.js'
+import { sleep, until } from '../helpers/wait.js'
 import { unzip } from '../helpers/zip.js'
 
 const BUCKET = 'uds-exports.test'
@@ -204,7 +204,7 @@ describe('global control group export', () => {
 describe('export without storage credentials', () => {
   it('answers a signed URL that downloads one ZIP of every file, and posts the callback when ready', async () => {
     const received: { body: unknown }[] = []
-    const server = http.createServer((req, res) => {
+    const server = await localServer((req, res) => {
       let data = ''
       req.on('data', (c) => (data += c))
       req.on('end', () => {
@@ -212,13 +212,12 @@ describe('export without storage credentials', () => {
         res.end('ok')
       })
     })
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
     try {
       const ws = await env.workspace()
       const records = Array.from({ length: 7 }, (_, i) => seedUser(i))
       await seed(ws.id, records)
       const segmentId = await segment(ws.id, { all: [] })
-      const callback = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
+      const callback = `${server.url}/hook`
       const { response } = await exportAndWait(ws.key, '/users/export/segment', {
         segment_id: segmentId, fields_to_export: ['external_id'], callback_endpoint: callback, output_format: 'gzip',
       })
@@ -231,11 +230,10 @@ describe('export without storage credentials', () => {
       expect([...entries.keys()]).toEqual(['users-00000.json'])
       expect(lines(entries.get('users-00000.json')!)).toEqual(records.map((r) => ({ external_id: r.external_id })))
 
-      const deadline = Date.now() + 30_000
-      while (received.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+      await until('the export callback', () => received.length, (n) => n > 0, 30_000)
       expect(received).toEqual([{ body: { success: true, url: response.url } }])
     } finally {
-      await new Promise<void>((r) => server.close(() => r()))
+      await server.close()
     }
   })
 })
@@ -244,7 +242,7 @@ describe('export file writer', () => {
   it('rejects, never crashes, when the rows stop coming midway through a file', async () => {
     async function* failing(): AsyncGenerator<Buffer> {
       yield Buffer.from('{"external_id":"a"}\n')
-      await new Promise((r) => setTimeout(r, 5))
+      await sleep(5)
       throw new Error('clickhouse went away')
     }
     for (const format of ['zip', 'gzip'] as const) {
@@ -257,7 +255,7 @@ describe('bucket uploads', () => {
   /** A stand-in store answering PUTs with the given statuses in turn, recording the bytes received. */
   async function fakeStore(statuses: number[]) {
     const bodies: number[] = []
-    const server = http.createServer((req, res) => {
+    const server = await localServer((req, res) => {
       let size = 0
       req.on('data', (c: Buffer) => (size += c.length))
       req.on('end', () => {
@@ -267,9 +265,8 @@ describe('bucket uploads', () => {
         res.end(res.statusCode === 403 ? '<Error><Code>AccessDenied</Code><Message>denied</Message></Error>' : res.statusCode >= 400 ? '<Error><Code>InternalError</Code><Message>oops</Message></Error>' : '')
       })
     })
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
-    const storage = { bucket: 'fake-bucket', region: 'us-east-1', endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, force_path_style: true, access_key_id: 'A', secret_access_key: 'S' }
-    return { bodies, storage, close: () => new Promise<void>((r) => server.close(() => r())) }
+    const storage = { bucket: 'fake-bucket', region: 'us-east-1', endpoint: server.url, force_path_style: true, access_key_id: 'A', secret_access_key: 'S' }
+    return { bodies, storage, close: server.close }
   }
 
   it('retries a server error with the whole file again, and fails at once on a refusal', async () => {

@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
-import { until } from '../helpers/wait.js'
-import { exited, killSpawnedWorkers, spawnWorkerProcess } from '../helpers/worker-process.js'
+import { sleep, until } from '../helpers/wait.js'
+import { exited, killSpawnedWorkers, runHelperScript, spawnWorkerProcess } from '../helpers/worker-process.js'
 
 let env: TestEnv
 beforeAll(async () => {
@@ -43,16 +42,8 @@ function identityRequests(): [string, unknown][] {
 }
 
 /** The helper's JSON: events each kept profile shows, then rows left after a sweep. */
-async function historyCounts(dataDir: string, workspaceId: string, profiles: { kept: number[]; merged: number[]; erased: number[] }) {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'test/helpers/identity-history-counts.ts', dataDir, env.dbName, workspaceId, env.config.DATABASE_URL, JSON.stringify(profiles)],
-    { cwd: path.resolve(import.meta.dirname, '../..'), stdio: ['ignore', 'pipe', 'inherit'] },
-  )
-  let out = ''
-  child.stdout!.on('data', (d) => (out += d))
-  await exited(child)
-  return JSON.parse(out)
+function historyCounts(dataDir: string, workspaceId: string, profiles: { kept: number[]; merged: number[]; erased: number[] }) {
+  return runHelperScript('identity-history-counts.ts', [dataDir, env.dbName, workspaceId, env.config.DATABASE_URL, JSON.stringify(profiles)])
 }
 
 describe('an identity worker killed with SIGKILL inside batches, again and again', () => {
@@ -104,7 +95,7 @@ describe('an identity worker killed with SIGKILL inside batches, again and again
       worker = spawnWorkerProcess(env, dataDir, ['track', 'identity'])
       await until(`round ${round} to commit a batch`, committed, (n) => n > before, 60_000)
       // Killed at a random instant after its first commit: between a commit and ClickHouse, or inside the next batch.
-      await new Promise((r) => setTimeout(r, Math.random() * 150))
+      await sleep(Math.random() * 150)
       worker.kill('SIGKILL')
       await exited(worker)
       const progress = await committed()

@@ -6,6 +6,7 @@ import { recordAppliedBatch } from '../../shared/db/repositories/job-ledger-repo
 import { applyIdentityTransaction, createIdentityProcessor } from '../../workers/identity/processor.js'
 import type { IdentityJob } from '../../shared/queue/identity-jobs.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { until } from '../helpers/wait.js'
 
 let env: TestEnv
 let ws: { id: string; key: string }
@@ -326,13 +327,8 @@ describe('order and safety', () => {
       })
       await local.startWorkers(['identity'])
       // Once the merge job has started, it must be held at the barrier: no track worker runs yet.
-      const deadline = Date.now() + 10_000
-      let status: string
-      while ((status = (await local.call('GET', `/requests/${mergeRequest}`, { key: w.key })).body.status) === 'queued') {
-        expect(Date.now()).toBeLessThan(deadline)
-        await new Promise((r) => setTimeout(r, 25))
-      }
-      expect(status).toBe('processing')
+      const status = async () => (await local.call('GET', `/requests/${mergeRequest}`, { key: w.key })).body.status
+      expect(await until('the merge job to start', status, (s) => s !== 'queued', 10_000)).toBe('processing')
       await local.startWorkers(['track'])
       expect(await local.waitForRequest(w.key, mergeRequest)).toEqual({ request_id: mergeRequest, status: 'done' })
 

@@ -4,7 +4,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SESSION_COOKIE } from '../../../services/api/routes/queue-dashboard.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
-import { until } from '../../helpers/wait.js'
+import { sleep, until } from '../../helpers/wait.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const CHROMIUM_ARGS = [
@@ -96,7 +96,7 @@ describe.skipIf(missing)(`queue dashboard and API docs in headless Chromium${mis
   })
 
   it('cleans all failed jobs of a queue from the dashboard', async () => {
-    await new Promise((r) => setTimeout(r, Math.max(0, exportJobsFailedAt + CLEAN_GRACE_MS + 500 - Date.now())))
+    await sleep(Math.max(0, exportJobsFailedAt + CLEAN_GRACE_MS + 500 - Date.now()))
     await page.goto(`${env.baseUrl}/admin/queues/queue/export?status=failed`)
     await page.getByRole('button', { name: 'Clean all' }).click()
     await page.getByRole('button', { name: 'Confirm' }).click()

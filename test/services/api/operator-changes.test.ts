@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
-import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApp } from '../../../services/api/app.js'
 import { apiDepsFrom } from '../../../services/api/deps.js'
 import { createContext, type Context } from '../../../shared/context.js'
 import { createMetrics } from '../../../shared/metrics.js'
+import { runCli } from '../../helpers/cli.js'
 import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
 
 /**
@@ -158,24 +157,8 @@ describe('operator changes through process A hold on the next request to process
   })
 })
 
-const ROOT = path.resolve(import.meta.dirname, '../../..')
-
 /** The operator CLI against process A, as a person at a shell runs it. */
-function cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const { ADMIN_TOKEN: _t, PUBLIC_URL: _u, DATA_DIR: _d, ...rest } = process.env
-  return new Promise((resolve, reject) => {
-    const child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['services/cli/index.ts', ...args, '--url', env.baseUrl, '--admin-token', env.adminToken, '--json'], {
-      cwd: ROOT,
-      env: rest,
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
+const cli = (...args: string[]) => runCli([...args, '--url', env.baseUrl, '--admin-token', env.adminToken, '--json'])
 
 describe('the same changes made with the CLI hold on the next request to process B', () => {
   it('rate limits, blocked ids, permissions, key and SCIM token revocation', async () => {

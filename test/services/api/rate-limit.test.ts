@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
+import { until } from '../../helpers/wait.js'
 
 let env: TestEnv
 beforeAll(async () => {
@@ -31,14 +32,8 @@ async function setRateLimits(workspaceId: string, body: unknown) {
  * The first response under `limit`, which has used one request of it. A changed limit holds for
  * the next request (operator-changes.test.ts); the deadline only keeps a regression from hanging.
  */
-async function untilLimit(call: () => Promise<HttpResult>, limit: number, timeoutMs = 5000): Promise<HttpResult> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const r = await call()
-    if (rateHeaders(r).limit === limit) return r
-    if (Date.now() > deadline) throw new Error(`limit ${limit} not in force after ${timeoutMs} ms (still ${rateHeaders(r).limit})`)
-    await new Promise((res) => setTimeout(res, 50))
-  }
+function untilLimit(call: () => Promise<HttpResult>, limit: number, timeoutMs = 5000): Promise<HttpResult> {
+  return until(`limit ${limit} in force`, call, (r) => rateHeaders(r).limit === limit, timeoutMs, 50)
 }
 
 describe('rate limits', () => {

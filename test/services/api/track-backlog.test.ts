@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { QueueNames } from '../../../shared/queue/queues.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
-import { until } from '../../helpers/wait.js'
+import { sleep, until } from '../../helpers/wait.js'
 
 const PARTITIONS = 4
 const PER_WORKSPACE = 300
@@ -113,7 +113,7 @@ describe('bounded track backlog', () => {
   })
 
   it('shows the backlog and the lag per partition in the metrics and on the queue dashboard', async () => {
-    await new Promise((r) => setTimeout(r, 300))
+    await sleep(300)
     expect(await scrape('uds_track_backlog_objects')).toEqual(new Map([['', 401]]))
     expect(await scrape('uds_track_backlog_workspace_max_objects')).toEqual(new Map([['', 200]]))
     expect(await scrape('uds_track_backlog_workspaces')).toEqual(new Map([['', 3]]))

@@ -5,6 +5,7 @@ import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.
 import { localExportDir } from '../../../shared/storage/export-layout.js'
 import { purgeExpiredExportFiles } from '../../../workers/export/expired-files.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { until } from '../../helpers/wait.js'
 import { unzip } from '../../helpers/zip.js'
 
 const TTL_SECONDS = 60
@@ -193,15 +194,12 @@ describe('end to end: tracked users exported, compared with /users/export/ids', 
     expect(readdirSync(dir)).toHaveLength(3)
 
     // The link is valid for the TTL after the export finished, then refused with 410.
-    const deadline = Date.now() + (TTL_SECONDS + 30) * 1000
-    let status = 200
-    while (status === 200 && Date.now() < deadline) {
-      await new Promise((res) => setTimeout(res, 1000))
+    const linkStatus = async () => {
       const again = await fetch(r.body.url)
       await again.arrayBuffer()
-      status = again.status
+      return again.status
     }
-    expect(status).toBe(410)
+    expect(await until('the download link to expire', linkStatus, (status) => status !== 200, (TTL_SECONDS + 30) * 1000, 1000)).toBe(410)
 
     // Then its files are deleted by the sweep; the link keeps answering 410.
     expect(await purgeExpiredExportFiles({ pg: env.ctx.pg, config: env.config })).toBeGreaterThanOrEqual(1)
