@@ -69,7 +69,7 @@ export async function dropTestDatabase(name: string): Promise<void> {
 
 let processClickHouse: ClickHouse | undefined
 /** chDB allows one data directory per process: every test file in this process shares it, each with its own database. */
-export function sharedClickHouse(): ClickHouse {
+function sharedClickHouse(): ClickHouse {
   if (!processClickHouse) {
     const ch = openClickHouse({ dataDir: path.join(os.tmpdir(), `uds-test-chdb-${process.pid}`), database: 'unused' })
     processClickHouse = ch
