@@ -1,7 +1,7 @@
 // `make bench`: the benchmarks in one run on this machine, each part in a process of its own,
 // printed as one table (every figure beside its goal) and written to bench/results/<time>.json.
-// BENCH_PARTS picks the parts (default raw,ingest,reads,export; `ingest` is embedded,split;
-// identity is off until asked for). The ingest and identity parts run on the preloaded database.
+// BENCH_PARTS picks the parts (default raw,ingest,identity,reads,export; `ingest` is
+// embedded,split). The ingest and identity parts run on the preloaded database.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { benchExport, type ExportBenchResult } from './export.js'
@@ -54,7 +54,7 @@ interface Identity {
 const USERS = Number(process.env.BENCH_USERS ?? 100_000)
 const EVENTS = Number(process.env.BENCH_PRELOAD_EVENTS ?? 10_000_000)
 const ALIASES: Record<string, string[]> = { ingest: ['embedded', 'split'] }
-const PARTS = new Set((process.env.BENCH_PARTS ?? 'raw,ingest,reads,export').split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'raw,ingest,identity,reads,export').split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
 
 /** The issue 12 floor for one ingest run: its rows at the raw rates, against the time it took. */
 function floorOf(r: Ingest, raw: Raw) {

@@ -117,9 +117,11 @@ describe('a worker killed with SIGKILL mid-load', () => {
     const trackQueues = env.ctx.queues.allNames().filter((q) => q.startsWith('track-'))
     const totalJobs = (await Promise.all(trackQueues.map((q) => env.ctx.queues.get(q).count()))).reduce((a, b) => a + b, 0)
 
+    // Batches of a few hundred objects: each partition's share of the backlog takes several, so a kill lands between and inside them.
+    const smallBatches = { TRACK_BATCH_MAX_OBJECTS: '400' }
     const killedMidway: number[] = []
     for (let round = 0; round < 5; round++) {
-      const worker = spawnWorkerProcess(env, dataDir)
+      const worker = spawnWorkerProcess(env, dataDir, ['track'], smallBatches)
       const before = await committed()
       // Killed at a random instant soon after it has started applying (the whole backlog drains in well
       // under a second here): inside a batch more often than not, and with work left for the next round.
@@ -133,7 +135,7 @@ describe('a worker killed with SIGKILL mid-load', () => {
     }
     expect(killedMidway.length).toBeGreaterThanOrEqual(2)
 
-    const worker = spawnWorkerProcess(env, dataDir)
+    const worker = spawnWorkerProcess(env, dataDir, ['track'], smallBatches)
     for (const id of requestIds) expect((await env.waitForRequest(ws.key, id, 120_000)).status).toBe('done')
     // The kills may have left nothing to do: the stop must still find a started worker, not one loading its modules.
     await until('the last worker to start', () => env.ctx.queues.get(trackQueues[0]).getWorkersCount(), (n) => n > 0, 60_000)

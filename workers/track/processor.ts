@@ -1,13 +1,9 @@
 import type { EventRow } from '../../shared/clickhouse/event-repository.js'
 import { applyBatchExactlyOnce } from '../../shared/domain/exactly-once.js'
-import { RetryableError } from '../../shared/errors.js'
 import type { WorkerDeps } from '../deps.js'
 import { ok, type BatchProcessor } from '../runner.js'
 import { applyTrackJobs, isPlainTrackJob, type KeyedTrackJob } from './apply-batch.js'
 import type { TrackJob } from '../../shared/queue/track-jobs.js'
-
-/** Objects a batch may hold: large enough to pay a transaction and a ClickHouse part once per many jobs, small enough to keep each batch's latency low. */
-export const TRACK_BATCH_MAX_OBJECTS = 2_000
 
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
@@ -55,12 +51,12 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
 
 /**
  * applyTrackBatch: the waiting jobs of one partition (shares of /users/track and subscription
- * requests), applied together exactly once. Plain jobs share a batch up to TRACK_BATCH_MAX_OBJECTS;
+ * requests), applied together exactly once. Plain jobs share a batch up to config TRACK_BATCH_MAX_OBJECTS;
  * a job with push tokens or subscription states runs alone (see isPlainTrackJob).
  */
 export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTrackBatch'> {
   return {
-    maxWeight: TRACK_BATCH_MAX_OBJECTS,
+    maxWeight: deps.config.TRACK_BATCH_MAX_OBJECTS,
     weight: objectsOf,
     joins: isPlainTrackJob,
     async apply(batch) {
@@ -69,23 +65,17 @@ export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTra
         deps,
         members,
         async (db, fresh: (KeyedTrackJob & { workspaceId: string })[]) => {
-          try {
-            const applied = await applyTrackJobs(db, fresh, new Date().toISOString())
-            const profiles = [
-              ...applied.reread,
-              ...groupByWorkspace(applied.snapshots.map((s) => ({ workspaceId: s.workspace_id, id: s.profile_id }))),
-            ]
-            return {
-              outbox: { owners: Object.fromEntries(applied.owners), profiles, deleted: applied.deleted },
-              errors: applied.errors,
-              snapshots: applied.snapshots,
-              // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
-              erased: applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) })),
-            }
-          } catch (e) {
-            // Two partitions creating the same profile at once: the retry finds the winner's row.
-            if ((e as { code?: string }).code === '23505') throw new RetryableError('concurrent profile creation', e)
-            throw e
+          const applied = await applyTrackJobs(db, fresh, new Date().toISOString())
+          const profiles = [
+            ...applied.reread,
+            ...groupByWorkspace(applied.snapshots.map((s) => ({ workspaceId: s.workspace_id, id: s.profile_id }))),
+          ]
+          return {
+            outbox: { owners: Object.fromEntries(applied.owners), profiles, deleted: applied.deleted },
+            errors: applied.errors,
+            snapshots: applied.snapshots,
+            // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
+            erased: applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) })),
           }
         },
         (m, owners) => eventRowsOf(m.job, owners),
