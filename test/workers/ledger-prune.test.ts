@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { loadConfig } from '../../shared/config.js'
 import { pruneLedger } from '../../shared/db/repositories/job-ledger-repository.js'
 import { QueueNames } from '../../shared/queue/queues.js'
 import { pruneAppliedJobs } from '../../workers/ledger-prune.js'
@@ -64,8 +65,9 @@ async function age(job: BatchEntry<'applyTrackBatch'>, days: number, opts: { com
 }
 
 describe('the applied-jobs ledger prune', () => {
-  it('keeps every row by default for 8 days, longer than BullMQ keeps a failed job for a retry', () => {
-    expect(env.config.LEDGER_RETENTION_SECONDS).toBe(8 * DAY)
+  it('keeps every row by default for 8 days, longer than BullMQ keeps a failed job for a retry, and refuses less', () => {
+    expect(loadConfig({}).LEDGER_RETENTION_SECONDS).toBe(8 * DAY)
+    expect(() => loadConfig({ LEDGER_RETENTION_SECONDS: String(7 * DAY) })).toThrow(/LEDGER_RETENTION_SECONDS/)
   })
 
   it('deletes completed rows past the retention and keeps recent rows and rows still owing ClickHouse', async () => {
