@@ -7,8 +7,12 @@ import { completeJobs, ledgerEntries, recordAppliedBatch, type BatchOutbox } fro
 import { recordErasures, type Erasures } from '../db/repositories/override-repository.js'
 import { loadUserRecords } from '../db/repositories/user-record-repository.js'
 import { withTransaction, type Pool } from '../db/pool.js'
+import { RetryableError } from '../errors.js'
 
 class AlreadyApplied extends Error {}
+
+/** Postgres unique_violation. */
+const UNIQUE_VIOLATION = '23505'
 
 export interface SyncDeps {
   pg: Pool
@@ -37,7 +41,8 @@ export interface AppliedBatch {
  * transaction holding their effects, a ledger row per job and the batch's outbox; then every outbox
  * still owed (this batch's, and an earlier attempt's that crashed before ClickHouse) is written to
  * ClickHouse (idempotent: event ids fixed at acceptance, versioned snapshots and overrides), and
- * the jobs are marked completed. Nothing here rewrites or deletes ClickHouse rows: a deleted
+ * the jobs are marked completed. A unique violation while applying (two workers creating the same
+ * profile) is retryable. Nothing here rewrites or deletes ClickHouse rows: a deleted
  * profile's tombstone hides it at once and the identity worker's sweep erases its rows later.
  * Returns each job's non-fatal errors, also for jobs an earlier attempt applied.
  */
@@ -53,7 +58,10 @@ export async function applyBatchExactlyOnce<M extends BatchMember>(
   if (fresh.length) {
     try {
       applied = await withTransaction(deps.pg, async (db) => {
-        const result = await apply(db, fresh)
+        const result = await apply(db, fresh).catch((e) => {
+          // Another worker created the same profile (an external id, an alias) at once: the retry finds its row.
+          throw (e as { code?: string }).code === UNIQUE_VIOLATION ? new RetryableError('concurrent profile creation', e) : e
+        })
         await recordErasures(db, result.erased)
         const rows = fresh.map((m) => ({ key: m.key, workspaceId: m.workspaceId, errors: result.errors.get(m.key) ?? [] }))
         if (!(await recordAppliedBatch(db, rows, result.outbox))) throw new AlreadyApplied()

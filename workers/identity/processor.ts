@@ -1,6 +1,5 @@
 import type pg from 'pg'
 import { applyBatchExactlyOnce, type AppliedBatch } from '../../shared/domain/exactly-once.js'
-import { RetryableError } from '../../shared/errors.js'
 import type { WorkerDeps } from '../deps.js'
 import { ok, type BatchProcessor } from '../runner.js'
 import { applyIdentityJobs, type KeyedIdentityJob } from './apply-batch.js'
@@ -11,18 +10,12 @@ export const IDENTITY_BATCH_MAX_OPERATIONS = 500
 
 /** A batch's new jobs applied inside the exactly-once transaction, with what ClickHouse is then owed. */
 export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedIdentityJob[]): Promise<AppliedBatch> {
-  try {
-    const applied = await applyIdentityJobs(db, fresh, new Date().toISOString())
-    return {
-      outbox: { owners: {}, profiles: applied.changed, deleted: applied.deleted, overrides: applied.overrides },
-      errors: applied.errors,
-      snapshots: [],
-      erased: applied.erased,
-    }
-  } catch (e) {
-    // A track job created a profile with the external id being given out: the retry finds it and merges.
-    if ((e as { code?: string }).code === '23505') throw new RetryableError('concurrent profile creation', e)
-    throw e
+  const applied = await applyIdentityJobs(db, fresh, new Date().toISOString())
+  return {
+    outbox: { owners: {}, profiles: applied.changed, deleted: applied.deleted, overrides: applied.overrides },
+    errors: applied.errors,
+    snapshots: [],
+    erased: applied.erased,
   }
 }
 
