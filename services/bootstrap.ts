@@ -2,6 +2,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import type { Config } from '../shared/config.js'
 import { createApiKey, createScimToken } from '../shared/db/repositories/credential-repository.js'
+import { lockFirstStart } from '../shared/db/repositories/first-start-repository.js'
 import { countWorkspaces, createWorkspace } from '../shared/db/repositories/workspace-repository.js'
 import type { Pool } from '../shared/db/pool.js'
 import { withTransaction } from '../shared/db/pool.js'
@@ -40,7 +41,7 @@ export interface FirstStartCredentials {
 export async function ensureFirstStartCredentials(pg: Pool, config: Config): Promise<FirstStartCredentials | undefined> {
   const file = path.resolve(config.DATA_DIR, 'credentials.json')
   const created = await withTransaction(pg, async (db) => {
-    await db.query('SELECT pg_advisory_xact_lock(724154)')
+    await lockFirstStart(db)
     if ((await countWorkspaces(db)) > 0) return undefined
     const ws = (await createWorkspace(db, 'default'))!
     const key = await createApiKey(db, { workspaceId: ws.id, name: 'default', permissions: [...Permissions] })
