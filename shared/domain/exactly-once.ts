@@ -8,6 +8,7 @@ import { recordErasures, type Erasures } from '../db/repositories/override-repos
 import { loadUserRecords } from '../db/repositories/user-record-repository.js'
 import { withTransaction, type Pool } from '../db/pool.js'
 import { RetryableError } from '../errors.js'
+import type { ObjectError } from './object-error.js'
 
 class AlreadyApplied extends Error {}
 
@@ -28,7 +29,7 @@ export interface BatchMember {
 /** What applying a batch's new jobs committed. */
 export interface AppliedBatch {
   outbox: BatchOutbox
-  errors: Map<string, unknown[]>
+  errors: Map<string, ObjectError[]>
   /** Snapshots built from the batch's own state; the outbox's other profiles are read back. */
   snapshots: Snapshot[]
   /** Profiles the batch deleted whose ClickHouse rows are to be erased: queued in the same transaction. */

@@ -1,6 +1,7 @@
 import { Router, type Response } from 'express'
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
+import type { ObjectError, TrackInputArray } from '../../../shared/domain/object-error.js'
 import { AttributeObject, EventObject, PurchaseObject, parseAttributes, parseEvent, parsePurchase } from '../../../shared/domain/track-objects.js'
 import { FieldError } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
@@ -29,12 +30,8 @@ const TrackBody = trackBody({ attributes: z.unknown(), events: z.unknown(), purc
 /** The same body as documented: each object with its schema, which accepts what its parser accepts. */
 const TrackBodyDocument = trackBody({ attributes: AttributeObject, events: EventObject, purchases: PurchaseObject })
 
-export interface TrackError {
-  type: string
-  input_array: 'attributes' | 'events' | 'purchases'
-  index: number
-  message: string
-}
+/** A track object refused while validating; the rest of its request goes ahead. */
+type TrackError = ObjectError<'invalid_object', TrackInputArray>
 
 /** A full backlog answers 429 with a Retry-After; nothing was enqueued. */
 function backlogFull(e: BacklogFullError, res: Response, deps: ApiDeps): ApiError {
@@ -52,7 +49,7 @@ function fatal(message: string): ApiError {
 }
 
 /** Parses each object on its own: a bad one becomes a non-fatal error, the rest go ahead. */
-function parseEach<T>(list: unknown[] | undefined, inputArray: TrackError['input_array'], parse: (raw: unknown, i: number) => T, errors: TrackError[]): T[] {
+function parseEach<T>(list: unknown[] | undefined, inputArray: TrackInputArray, parse: (raw: unknown, i: number) => T, errors: TrackError[]): T[] {
   const out: T[] = []
   ;(list ?? []).forEach((raw, i) => {
     try {
