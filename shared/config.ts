@@ -30,8 +30,8 @@ const ConfigSchema = z.object({
   // Accepted-but-unapplied track objects; past either bound /users/track answers 429. Measured Redis cost:
   // ~260 B an object in full-size requests, ~1.5 KB in one-object requests (docs/operations.md). At least
   // 225 (one full request).
-  TRACK_BACKLOG_MAX_OBJECTS: int(225, 100_000_000).default(400_000),
-  TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE: int(225, 100_000_000).default(200_000),
+  TRACK_BACKLOG_MAX_OBJECTS: int(225, 100_000_000).default(800_000),
+  TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE: int(225, 100_000_000).default(400_000),
   // The identity worker's history sweep (docs/identity.md): how long merges and deletes wait before one pass squashes
   // them into the event history and erases deleted users' rows, and the bound promised for erasure (at least twice that).
   IDENTITY_SWEEP_SECONDS: int(1, 86_400).default(300),
