@@ -2,6 +2,7 @@ import type { Worker } from 'bullmq'
 import type { Context } from '../shared/context.js'
 import type { JobName } from '../shared/queue/jobs.js'
 import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
+import { isTrackQueue } from '../shared/queue/track-jobs.js'
 import type { Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
 import type { WorkerDeps } from './deps.js'
@@ -57,7 +58,7 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
           logger: ctx.logger,
           tracker: ctx.tracker,
           onOutcome: (q, outcome, seconds) => {
-            const family = q.startsWith('track-') ? 'track' : q
+            const family = isTrackQueue(q) ? 'track' : q
             metrics.jobs.inc({ queue: family, outcome: outcome.status })
             metrics.jobDuration.observe({ queue: family }, seconds)
             if (outcome.status === 'ok' && outcome.applied) metrics.objectsApplied.inc({ queue: family }, outcome.applied)

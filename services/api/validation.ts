@@ -1,4 +1,5 @@
-import type { z } from 'zod'
+import { z } from 'zod'
+import { isPlainObject } from '../../shared/domain/attributes.js'
 import { ApiError } from '../../shared/errors.js'
 
 export function describeIssue(issue: z.core.$ZodIssue): string {
@@ -90,4 +91,31 @@ export function parseOr400<S extends z.ZodType>(schema: S, value: unknown): z.in
     throw new ApiError(400, 'bad_request', errors[0], { errors })
   }
   return r.data
+}
+
+const MAX_KEYS = 50
+
+/**
+ * A list sent as one string or as an array. The 'extended' query parser also turns
+ * `external_id[]=` lists longer than 20 into objects keyed "0", "1", ...; those are lists too.
+ */
+function asList(value: unknown): unknown {
+  if (typeof value === 'string') return [value]
+  if (isPlainObject(value) && Object.keys(value).every((k) => /^\d+$/.test(k))) {
+    return Object.entries(value)
+      .sort(([a], [b]) => Number(a) - Number(b))
+      .map(([, v]) => v)
+  }
+  return value
+}
+
+/** A string or an array of `min` to 50 items (the keys one request may name, interface.md); the message of a refusal names the field and the limit. */
+export function upTo50<T extends z.ZodType>(item: T, noun: string, min = 1) {
+  return z.preprocess(
+    asList,
+    z
+      .array(item)
+      .min(min, `must hold at least ${min} ${noun}`)
+      .max(MAX_KEYS, `must hold at most ${MAX_KEYS} ${noun} per request`),
+  )
 }

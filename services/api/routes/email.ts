@@ -8,8 +8,7 @@ import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../api-operation.js'
-import { parseOr400 } from '../validation.js'
-import { upTo50 } from './subscriptions.js'
+import { parseOr400, upTo50 } from '../validation.js'
 
 const EmailStatusBody = z
   .object({ email: EmailAddress, subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']) })

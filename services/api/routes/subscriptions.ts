@@ -15,38 +15,13 @@ import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { SubscriptionChange } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../api-operation.js'
-import { parseOr400 } from '../validation.js'
+import { parseOr400, upTo50 } from '../validation.js'
 
 /** interface.md section 7, word for word. */
 const EMAIL_AND_PHONE_MESSAGE = 'Either an email address or a phone number should be provided, but not both.'
 
-const MAX_KEYS = 50
 const MAX_V2_GROUPS = 25
 
-/**
- * A list sent as one string or as an array. The 'extended' query parser also turns
- * `external_id[]=` lists longer than 20 into objects keyed "0", "1", ...; those are lists too.
- */
-function asList(value: unknown): unknown {
-  if (typeof value === 'string') return [value]
-  if (isPlainObject(value) && Object.keys(value).every((k) => /^\d+$/.test(k))) {
-    return Object.entries(value)
-      .sort(([a], [b]) => Number(a) - Number(b))
-      .map(([, v]) => v)
-  }
-  return value
-}
-
-/** A string or an array of `min` to 50 items; the message of a refusal names the field and the limit. */
-export function upTo50<T extends z.ZodType>(item: T, noun: string, min = 1) {
-  return z.preprocess(
-    asList,
-    z
-      .array(item)
-      .min(min, `must hold at least ${min} ${noun}`)
-      .max(MAX_KEYS, `must hold at most ${MAX_KEYS} ${noun} per request`),
-  )
-}
 
 export const PhoneNumber = z.string().transform((s, ctx) => {
   const e164 = toE164(s)
