@@ -76,15 +76,15 @@ async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Qu
   for (let start = 0; taken.length < MAX_BATCH_JOBS; ) {
     const count = likelyFit(processor.maxWeight - weight)
     const page = await oldestWaiting(queues.connection, queue, start, count)
-    for (const job of page) {
+    for (const job of page.jobs) {
       const data = JSON.parse(job.payload) as JobOf<N>
       const w = processor.weight(data)
       if (!processor.joins(data) || weight + w > processor.maxWeight || taken.length >= MAX_BATCH_JOBS) return taken
       taken.push({ id: job.id, data })
       weight += w
     }
-    if (page.length < count) return taken
-    start += page.length
+    if (!page.cut && page.jobs.length < count) return taken
+    start += page.jobs.length
   }
   return taken
 }

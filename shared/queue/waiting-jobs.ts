@@ -9,17 +9,25 @@ import type { Redis } from 'ioredis'
  * the `wait` list (newest on the left) and one hash per job holding its `data`.
  */
 
-/** ids and payloads of the oldest waiting jobs after skipping `start`, oldest first. */
+/**
+ * ids and payloads of the oldest waiting jobs after skipping `start`, oldest first; the first
+ * element says whether it stopped at the byte budget (ARGV[4]) before `count` (at least one job).
+ */
 const PEEK = `
 local n = redis.call('LLEN', KEYS[1])
 local last = n - tonumber(ARGV[2]) - 1
-if last < 0 then return {} end
+if last < 0 then return {0} end
 local first = math.max(0, last - tonumber(ARGV[3]) + 1)
 local ids = redis.call('LRANGE', KEYS[1], first, last)
-local out = {}
+local budget = tonumber(ARGV[4])
+local bytes = 0
+local out = {0}
 for i = #ids, 1, -1 do
+  if bytes >= budget then out[1] = 1 break end
+  local data = redis.call('HGET', ARGV[1] .. ids[i], 'data') or ''
+  bytes = bytes + #data
   out[#out + 1] = ids[i]
-  out[#out + 1] = redis.call('HGET', ARGV[1] .. ids[i], 'data') or ''
+  out[#out + 1] = data
 end
 return out`
 
@@ -46,15 +54,27 @@ for i = 2, #ARGV do redis.call('DEL', ARGV[1] .. ARGV[i], ARGV[1] .. ARGV[i] .. 
 return k`
 
 /**
+ * Redis runs one script at a time: a read of many full-size payloads at once stalled every other
+ * client (the API's requests) for 2-6 ms, so one read returns about this much and the caller reads on.
+ */
+const PEEK_BUDGET_BYTES = 128 * 1024
+
+/**
  * Up to `count` waiting jobs of `queue` (whose connection `redis` is) after the `start` oldest,
  * oldest first, with their payloads as stored (JSON): the caller parses only the ones it takes.
+ * `cut` when the read stopped at its byte budget: more jobs may follow even if fewer than `count` came.
  */
-export async function oldestWaiting(redis: Redis, queue: Queue, start: number, count: number): Promise<{ id: string; payload: string }[]> {
-  const flat = (await redis.eval(PEEK, 1, queue.keys.wait, queue.toKey(''), start, count)) as string[]
+export async function oldestWaiting(
+  redis: Redis,
+  queue: Queue,
+  start: number,
+  count: number,
+): Promise<{ jobs: { id: string; payload: string }[]; cut: boolean }> {
+  const [cut, ...flat] = (await redis.eval(PEEK, 1, queue.keys.wait, queue.toKey(''), start, count, PEEK_BUDGET_BYTES)) as [number, ...string[]]
   const jobs: { id: string; payload: string }[] = []
   // A job removed between the list read and its hash read has no data: skipped.
   for (let i = 0; i < flat.length; i += 2) if (flat[i + 1]) jobs.push({ id: flat[i], payload: flat[i + 1] })
-  return jobs
+  return { jobs, cut: cut === 1 }
 }
 
 /** Removes waiting jobs (ids oldest first) with their hashes. */

@@ -29,10 +29,22 @@ describe('waiting jobs read and removed a batch at a time', () => {
     const ids = await fill('peek', 5)
     const queue = queues.get('peek')
     const read = async (start: number, count: number) =>
-      (await oldestWaiting(redis, queue, start, count)).map((j) => ({ id: j.id, data: JSON.parse(j.payload) }))
+      (await oldestWaiting(redis, queue, start, count)).jobs.map((j) => ({ id: j.id, data: JSON.parse(j.payload) }))
     expect(await read(0, 3)).toEqual([0, 1, 2].map((n) => ({ id: ids[n], data: { n } })))
     expect(await read(3, 3)).toEqual([3, 4].map((n) => ({ id: ids[n], data: { n } })))
-    expect(await oldestWaiting(redis, queue, 5, 3)).toEqual([])
+    expect(await oldestWaiting(redis, queue, 5, 3)).toEqual({ jobs: [], cut: false })
+  })
+
+  it('stops a read of large payloads at its byte budget and says so, always returning at least one', async () => {
+    const queue = queues.get('large')
+    const big = 'x'.repeat(100 * 1024)
+    for (let i = 0; i < 3; i++) await queue.add('probe', { n: i, big }, { jobId: `large-${i}` })
+    const first = await oldestWaiting(redis, queue, 0, 3)
+    expect(first.cut).toBe(true)
+    expect(first.jobs.map((j) => JSON.parse(j.payload).n)).toEqual([0, 1])
+    const rest = await oldestWaiting(redis, queue, 2, 3)
+    expect(rest).toMatchObject({ cut: false })
+    expect(rest.jobs.map((j) => JSON.parse(j.payload).n)).toEqual([2])
   })
 
   it('removes the oldest jobs with their hashes and leaves the rest in order', async () => {
