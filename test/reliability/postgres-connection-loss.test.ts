@@ -48,18 +48,39 @@ interface Kills {
   midJob: number
 }
 
-/** Terminates every other backend of the database every `everyMs` until stopped. */
+/**
+ * Terminates every other backend of the database about every `everyMs` until stopped: after each
+ * quiet spell it watches for up to `everyMs` for a backend with work in flight and strikes then
+ * (or at the end of the watch), so the kills land inside the worker's short batch transactions
+ * rather than mostly between them.
+ */
 function startKilling(client: pg.Client, dbName: string, everyMs: number) {
   const kills: Kills = { rounds: 0, backends: 0, midWork: 0, midJob: 0 }
   let stopped = false
+  // Terminates every other backend when one has work in flight, or regardless with `force`; one
+  // statement, so what it counts is what it struck.
+  const strike = (force: boolean) =>
+    client.query<{ state: string | null; xact: boolean; explicit: boolean; killed: boolean }>(
+      `WITH busy AS (
+         SELECT coalesce(bool_or(xact_start IS NOT NULL OR state = 'active'), false) AS any
+           FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid())
+       SELECT a.state, a.xact_start IS NOT NULL AS xact, coalesce(a.xact_start < a.query_start, false) AS explicit,
+              pg_terminate_backend(a.pid) AS killed
+         FROM pg_stat_activity a, busy
+        WHERE a.datname = $1 AND a.pid <> pg_backend_pid() AND (busy.any OR $2)`,
+      [dbName, force],
+    )
   const loop = (async () => {
     while (!stopped) {
+      const watchUntil = Date.now() + everyMs
       // (The killer's own connection is never terminated: pid <> pg_backend_pid().)
-      const r = await client.query<{ state: string | null; xact: boolean; explicit: boolean; killed: boolean }>(
-        `SELECT state, xact_start IS NOT NULL AS xact, coalesce(xact_start < query_start, false) AS explicit, pg_terminate_backend(pid) AS killed
-           FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
-        [dbName],
-      )
+      let r = await strike(false)
+      while (!stopped && r.rows.length === 0 && Date.now() < watchUntil) {
+        await sleep(5)
+        r = await strike(false)
+      }
+      if (stopped) break
+      if (r.rows.length === 0) r = await strike(true)
       kills.rounds++
       for (const row of r.rows) {
         if (!row.killed) continue
