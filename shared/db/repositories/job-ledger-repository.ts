@@ -65,7 +65,7 @@ export async function recordAppliedBatch(db: Queryable, jobs: { key: string; wor
     'recordAppliedBatch',
     `INSERT INTO applied_jobs (job_key, workspace_id, batch_key, errors, outbox)
      SELECT r.job_key, r.workspace_id, $1, r.errors, CASE WHEN r.job_key = $1 THEN $2::jsonb END
-       FROM jsonb_to_recordset($3::jsonb) AS r(job_key text, workspace_id text, errors jsonb)
+       FROM json_to_recordset($3::json) AS r(job_key text, workspace_id text, errors jsonb)
      ON CONFLICT (job_key) DO NOTHING`,
     [jobs[0].key, JSON.stringify(outbox), JSON.stringify(jobs.map((j) => ({ job_key: j.key, workspace_id: j.workspaceId, errors: j.errors.length ? j.errors : null })))],
   )

@@ -83,7 +83,7 @@ export async function recordErasures(db: Queryable, erasures: Erasures[]): Promi
     db,
     'recordErasures',
     `INSERT INTO pending_erasures (profile_id, workspace_id)
-     SELECT r.profile_id, r.workspace_id FROM jsonb_to_recordset($1::jsonb) AS r(profile_id bigint, workspace_id text)
+     SELECT r.profile_id, r.workspace_id FROM json_to_recordset($1::json) AS r(profile_id bigint, workspace_id text)
      ON CONFLICT (profile_id) DO NOTHING`,
     [JSON.stringify(rows)],
   )

@@ -127,7 +127,7 @@ export async function saveProfiles(db: Queryable, created: ProfileRow[], changed
       `INSERT INTO profiles (id, workspace_id, service_id, external_id, email, phone, first_name, last_name, gender, dob, home_city,
          country, language, time_zone, email_subscribe, push_subscribe, push_opted_in_at, custom_attributes, random_bucket,
          push_import_anonymous, created_at, updated_at, version)
-       SELECT r.*, now(), 1 FROM jsonb_to_recordset($1::jsonb) AS r(${WRITE_COLUMNS})`,
+       SELECT r.*, now(), 1 FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})`,
       [JSON.stringify(created)],
     )
   }
@@ -140,7 +140,7 @@ export async function saveProfiles(db: Queryable, created: ProfileRow[], changed
          language = r.language, time_zone = r.time_zone, email_subscribe = r.email_subscribe, push_subscribe = r.push_subscribe,
          push_opted_in_at = r.push_opted_in_at, custom_attributes = r.custom_attributes,
          push_import_anonymous = r.push_import_anonymous, updated_at = now(), version = p.version + 1
-       FROM jsonb_to_recordset($1::jsonb) AS r(${WRITE_COLUMNS})
+       FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})
        WHERE p.id = r.id`,
       [JSON.stringify(changed)],
     )
@@ -159,7 +159,7 @@ export async function insertAliases(db: Queryable, workspaceId: string, rows: { 
     db,
     'insertAliases',
     `INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id)
-     SELECT $1, r.alias_label, r.alias_name, r.profile_id FROM jsonb_to_recordset($2::jsonb) AS r(alias_label text, alias_name text, profile_id bigint)
+     SELECT $1, r.alias_label, r.alias_name, r.profile_id FROM json_to_recordset($2::json) AS r(alias_label text, alias_name text, profile_id bigint)
      ON CONFLICT DO NOTHING`,
     [workspaceId, JSON.stringify(rows)],
   )

@@ -14,7 +14,7 @@ export async function upsertProfileSubscriptions(db: Queryable, rows: ProfileSub
     'upsertProfileSubscriptions',
     `INSERT INTO profile_subscriptions (profile_id, group_id, state, updated_at)
      SELECT DISTINCT ON (r.profile_id, r.group_id) r.profile_id, r.group_id, r.state, now()
-       FROM jsonb_to_recordset($1::jsonb) AS r(profile_id bigint, group_id text, state text, n bigint)
+       FROM json_to_recordset($1::json) AS r(profile_id bigint, group_id text, state text, n bigint)
       ORDER BY r.profile_id, r.group_id, r.n DESC
      ON CONFLICT (profile_id, group_id) DO UPDATE SET state = excluded.state, updated_at = now()`,
     [JSON.stringify(rows.map((row, n) => ({ ...row, n })))],

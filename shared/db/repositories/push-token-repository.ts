@@ -36,7 +36,7 @@ export async function upsertPushTokens(
     'upsertPushTokens',
     `INSERT INTO push_tokens (workspace_id, app_id, token, profile_id, device_id)
      SELECT $1, r.app_id, r.token, r.profile_id, r.device_id
-       FROM jsonb_to_recordset($2::jsonb) AS r(app_id text, token text, profile_id bigint, device_id text)
+       FROM json_to_recordset($2::json) AS r(app_id text, token text, profile_id bigint, device_id text)
      ON CONFLICT (workspace_id, app_id, token) DO UPDATE SET profile_id = excluded.profile_id,
        device_id = COALESCE(excluded.device_id, push_tokens.device_id)`,
     [workspaceId, JSON.stringify(rows)],

@@ -59,7 +59,7 @@ export async function writeProfileGroupStates(db: Queryable, rows: ProfileGroupS
     db,
     'writeProfileGroupStates',
     `WITH input AS (
-       SELECT profile_id, group_id, state FROM jsonb_to_recordset($1::jsonb) AS r(profile_id bigint, group_id text, state text)
+       SELECT profile_id, group_id, state FROM json_to_recordset($1::json) AS r(profile_id bigint, group_id text, state text)
      ), before AS (
        SELECT s.profile_id, s.group_id, s.state FROM profile_subscriptions s JOIN input USING (profile_id, group_id)
      ), written AS (
@@ -82,7 +82,7 @@ export async function writeAddressGroupStates(db: Queryable, workspaceId: string
     db,
     'writeAddressGroupStates',
     `INSERT INTO address_subscriptions (workspace_id, group_id, address, state, updated_at)
-     SELECT $1, group_id, address, state, now() FROM jsonb_to_recordset($2::jsonb) AS r(group_id text, address text, state text)
+     SELECT $1, group_id, address, state, now() FROM json_to_recordset($2::json) AS r(group_id text, address text, state text)
      ON CONFLICT (group_id, address) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
     [workspaceId, JSON.stringify(rows)],
   )
@@ -130,7 +130,7 @@ export async function writeEmailStates(db: Queryable, workspaceId: string, rows:
     db,
     'writeEmailStates',
     `INSERT INTO email_states (workspace_id, email, state, updated_at)
-     SELECT $1, email, state, now() FROM jsonb_to_recordset($2::jsonb) AS r(email text, state text)
+     SELECT $1, email, state, now() FROM json_to_recordset($2::json) AS r(email text, state text)
      ON CONFLICT (workspace_id, email) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
     [workspaceId, JSON.stringify(rows)],
   )
@@ -143,7 +143,7 @@ export async function setEmailSubscribeByAddress(db: Queryable, workspaceId: str
     db,
     'setEmailSubscribeByAddress',
     `UPDATE profiles p SET email_subscribe = r.state
-       FROM jsonb_to_recordset($2::jsonb) AS r(email text, state text)
+       FROM json_to_recordset($2::json) AS r(email text, state text)
       WHERE p.workspace_id = $1 AND p.email = r.email AND p.email_subscribe IS DISTINCT FROM r.state
       RETURNING p.id`,
     [workspaceId, JSON.stringify(rows)],
