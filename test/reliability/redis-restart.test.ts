@@ -63,6 +63,7 @@ interface Sent {
   ms: number
   body: any
   contentType: string | null
+  retryAfter: string | null
   requestId: string | null
 }
 
@@ -87,7 +88,7 @@ describe('Redis killed and restarted while the API is under load', () => {
             events: [1, 2].map((i) => ({ external_id: `redis-${n}`, name: 'tick', time: new Date().toISOString(), properties: { i } })),
           },
         })
-        sent.push({ n, phase: at, status: r.status, ms: performance.now() - t0, body: r.body, contentType: r.headers.get('content-type'), requestId: r.headers.get('x-request-id') })
+        sent.push({ n, phase: at, status: r.status, ms: performance.now() - t0, body: r.body, contentType: r.headers.get('content-type'), retryAfter: r.headers.get('retry-after'), requestId: r.headers.get('x-request-id') })
         await sleep(10)
       }
     })()
@@ -119,6 +120,7 @@ describe('Redis killed and restarted while the API is under load', () => {
       for (const s of refused) {
         expect(s.contentType, `request ${s.n}`).toMatch(/^application\/json/)
         expect(s.body?.message, `request ${s.n}`).toMatch(/unavailable/i)
+        expect(s.retryAfter, `request ${s.n}`).toBe('1')
       }
       // Redis went away at the kill: from then until the restart nothing was accepted.
       expect(count((s) => s.phase === 'down' && s.status === 201)).toBe(0)

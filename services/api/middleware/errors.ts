@@ -16,10 +16,13 @@ export function errorHandler(logger: Logger) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
     if (res.headersSent) return
     const scim = req.path === ScimBasePath || req.path.startsWith(`${ScimBasePath}/`)
-    const reply = (status: number, message: string, extra: Record<string, unknown> = {}) =>
-      scim
+    const reply = (status: number, message: string, extra: Record<string, unknown> = {}) => {
+      // Every 503 is a passing state (Redis or a database connection away, settings changing): say when to retry.
+      if (status === 503 && !res.hasHeader('Retry-After')) res.setHeader('Retry-After', '1')
+      return scim
         ? res.status(status).type(ScimContentType).json(scimErrorBody(status, message, (extra.scimType as string | undefined) ?? (status === 400 ? 'invalidSyntax' : undefined)))
         : res.status(status).json({ message, ...extra })
+    }
     if (err instanceof ApiError) return reply(err.status, err.message, err.extra)
     const e = err as { type?: string; status?: number; message?: string; limit?: number; code?: string }
     if (e?.type === 'entity.parse.failed') return reply(400, `malformed JSON body: ${e.message}`)
@@ -32,7 +35,6 @@ export function errorHandler(logger: Logger) {
     if (isRetryable(err)) {
       // A lost Postgres connection (the pool replaces it): nothing was accepted, the client retries.
       logger.warn({ err, path: req.path }, 'retryable failure')
-      res.setHeader('Retry-After', '1')
       return reply(503, 'the service is temporarily unavailable (database connection lost); retry the request')
     }
     logger.error({ err, path: req.path }, 'unhandled error')
