@@ -176,7 +176,7 @@ async function main() {
       JSON.stringify({
         mode,
         users: USERS,
-        processes: mode === 'split' ? { api: 2, worker: 1, workerNice: WORKER_NICE } : { all: 1 },
+        processes: mode === 'split' ? { api: 1, worker: 1, workerNice: WORKER_NICE } : { all: 1 },
         preloaded: { profiles: preloaded.profiles, events: preloaded.events },
         ...full,
         ...figures,

@@ -1,9 +1,9 @@
 // The two process layouts the benchmarks run the service in, on the preloaded database:
-// embedded (one process, every role) and split (two API processes and one worker process at a
-// lower CPU priority, the layout `make run` uses).
+// embedded (one process, every role) and split (one API process and one worker process at a
+// lower CPU priority: the layout `make run` starts, bin/run-local.ts).
 import { startService, stopService, type ServiceProcess } from './lib.js'
 
-/** Niceness of the worker process in the split layout: the API processes win the CPU when both want it. */
+/** Niceness of the worker process in the split layout, as `make run` sets it: the API wins the CPU when both want it. */
 export const WORKER_NICE = 10
 const WORKER_PORT = 3909
 
@@ -26,7 +26,7 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
     apis.push(await startService([], env, 3901))
   } else {
     await startWorker()
-    for (const port of [3902, 3903]) apis.push(await startService(['api'], env, port))
+    apis.push(await startService(['api'], env, 3902))
   }
   return {
     mode,
