@@ -201,13 +201,18 @@ export const AttributeObject = parsedBy(
 
 const Properties = z.record(z.string(), z.unknown())
 
+/** The fields an event and a purchase share: who it happened to, and in which app. */
+const OccurrenceFields = {
+  ...Identifying,
+  email: z.string().nullable().optional(),
+  phone: z.string().nullable().optional(),
+  app_id: z.string().optional(),
+}
+
 export const EventObject = parsedBy(
   z
     .object({
-      ...Identifying,
-      email: z.string().nullable().optional(),
-      phone: z.string().nullable().optional(),
-      app_id: z.string().optional(),
+      ...OccurrenceFields,
       name: z.string().min(1).max(255),
       time: TIME,
       properties: Properties.optional(),
@@ -219,10 +224,7 @@ export const EventObject = parsedBy(
 export const PurchaseObject = parsedBy(
   z
     .object({
-      ...Identifying,
-      email: z.string().nullable().optional(),
-      phone: z.string().nullable().optional(),
-      app_id: z.string().optional(),
+      ...OccurrenceFields,
       product_id: z.string().min(1).max(255),
       currency: z.string().regex(/^[A-Za-z]{3}$/).describe('ISO 4217'),
       price: z.number(),

@@ -41,28 +41,25 @@ export const AttributeOp = z.object({
 })
 export type AttributeOp = z.infer<typeof AttributeOp>
 
-export const EventOp = z.object({
+/** What every occurrence (event or purchase) carries. */
+const Occurrence = {
   index: z.number().int(),
   eventId: z.string(),
   identifier: Identifier,
   app_id: z.string().optional(),
-  name: z.string(),
   time: z.string(),
   properties: z.record(z.string(), z.unknown()),
-})
+}
+
+export const EventOp = z.object({ ...Occurrence, name: z.string() })
 export type EventOp = z.infer<typeof EventOp>
 
 export const PurchaseOp = z.object({
-  index: z.number().int(),
-  eventId: z.string(),
-  identifier: Identifier,
-  app_id: z.string().optional(),
+  ...Occurrence,
   product_id: z.string(),
   currency: z.string(),
   price: z.number(),
   quantity: z.number().int(),
-  time: z.string(),
-  properties: z.record(z.string(), z.unknown()),
 })
 export type PurchaseOp = z.infer<typeof PurchaseOp>
 
