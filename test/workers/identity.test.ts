@@ -124,6 +124,13 @@ describe('merge', () => {
     expect(kept.purchases).toEqual([{ name: 'sku', first: t1, last: t3, count: 2 }])
     expect(await countEvents(env.clickhouse, ws.id, [k])).toEqual([{ kind: 'event', n: 4 }, { kind: 'purchase', n: 2 }])
     expect(await countEvents(env.clickhouse, ws.id, [m])).toEqual([])
+    // The merged profile's own summary rows go with it (no foreign key cascades them).
+    const left = await env.ctx.pg.query('SELECT profile_id, kind, name FROM profile_event_summaries WHERE profile_id = ANY($1::bigint[]) ORDER BY 1, 2, 3', [[k, m]])
+    expect(left.rows).toEqual([
+      { profile_id: k, kind: 'event', name: 'opened' },
+      { profile_id: k, kind: 'event', name: 'played' },
+      { profile_id: k, kind: 'purchase', name: 'sku' },
+    ])
     const snapshots = await readSnapshots(env.clickhouse, ws.id, [k, m])
     expect([...snapshots.keys()]).toEqual([k])
     expect(snapshots.get(k)!.custom_events).toEqual(kept.custom_events)
