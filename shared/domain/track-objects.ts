@@ -87,7 +87,7 @@ function appId(value: unknown, field: string): string | undefined {
   return value
 }
 
-export function parseEvent(raw: unknown, index: number, requestId: string): EventOp {
+export function parseEvent(raw: unknown, index: number): EventOp {
   const at = `events[${index}]`
   const obj = asObject(raw, at)
   if (typeof obj.name !== 'string' || obj.name.length === 0 || obj.name.length > 255) {
@@ -95,7 +95,6 @@ export function parseEvent(raw: unknown, index: number, requestId: string): Even
   }
   return {
     index,
-    eventId: `${requestId}:e:${index}`,
     identifier: identifierOf(obj, at),
     app_id: appId(obj.app_id, `${at}.app_id`),
     name: obj.name,
@@ -104,7 +103,7 @@ export function parseEvent(raw: unknown, index: number, requestId: string): Even
   }
 }
 
-export function parsePurchase(raw: unknown, index: number, requestId: string): PurchaseOp {
+export function parsePurchase(raw: unknown, index: number): PurchaseOp {
   const at = `purchases[${index}]`
   const obj = asObject(raw, at)
   if (typeof obj.product_id !== 'string' || obj.product_id.length === 0 || obj.product_id.length > 255) {
@@ -120,7 +119,6 @@ export function parsePurchase(raw: unknown, index: number, requestId: string): P
   }
   return {
     index,
-    eventId: `${requestId}:p:${index}`,
     identifier: identifierOf(obj, at),
     app_id: appId(obj.app_id, `${at}.app_id`),
     product_id: obj.product_id,
@@ -218,7 +216,7 @@ export const EventObject = parsedBy(
       properties: Properties.optional(),
     })
     .describe(`An occurrence of a custom event. ${IDENTIFY_RULE}`),
-  (o) => parseEvent(o, 0, ''),
+  (o) => parseEvent(o, 0),
 )
 
 export const PurchaseObject = parsedBy(
@@ -233,5 +231,5 @@ export const PurchaseObject = parsedBy(
       properties: Properties.optional(),
     })
     .describe(`A purchase. ${IDENTIFY_RULE}`),
-  (o) => parsePurchase(o, 0, ''),
+  (o) => parsePurchase(o, 0),
 )

@@ -3,7 +3,7 @@ import { applyBatchExactlyOnce } from '../../shared/domain/exactly-once.js'
 import type { WorkerDeps } from '../deps.js'
 import { ok, type BatchProcessor } from '../runner.js'
 import { applyTrackJobs, isPlainTrackJob, type KeyedTrackJob } from './apply-batch.js'
-import type { TrackJob } from '../../shared/queue/track-jobs.js'
+import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
@@ -18,7 +18,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
     rows.push({
       workspace_id: job.workspaceId,
       profile_id: owner,
-      event_id: e.eventId,
+      event_id: eventIdOf(job.requestId, 'event', e.index),
       kind: 'event',
       name: e.name,
       app_id: e.app_id ?? '',
@@ -35,7 +35,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
     rows.push({
       workspace_id: job.workspaceId,
       profile_id: owner,
-      event_id: p.eventId,
+      event_id: eventIdOf(job.requestId, 'purchase', p.index),
       kind: 'purchase',
       name: p.product_id,
       app_id: p.app_id ?? '',

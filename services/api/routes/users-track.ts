@@ -108,8 +108,8 @@ export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
 
     const errors: TrackError[] = []
     const attributes = parseEach(body.attributes, 'attributes', parseAttributes, errors)
-    const events = parseEach(body.events, 'events', (o, i) => parseEvent(o, i, requestId), errors)
-    const purchases = parseEach(body.purchases, 'purchases', (o, i) => parsePurchase(o, i, requestId), errors)
+    const events = parseEach(body.events, 'events', parseEvent, errors)
+    const purchases = parseEach(body.purchases, 'purchases', parsePurchase, errors)
     if (attributes.length + events.length + purchases.length === 0) {
       throw new ApiError(400, 'bad_request', errors[0].message, { errors })
     }
