@@ -96,6 +96,10 @@ describe('ProfileIndex changes', () => {
     expect(byEmail).toMatchObject({ workspace_id: WS, email: 'new@example.com', external_id: null, phone: null, created_at: NOW, updated_at: NOW, version: 1 })
     expect(byEmail.service_id).toMatch(/^[0-9a-f]{24}$/)
     expect(byEmail.service_id).not.toBe(byExternal.service_id)
+    // Led by the creation second (big-endian), so new ids append to the unique index.
+    const second = Math.floor(Date.now() / 1000)
+    expect(parseInt(byEmail.service_id.slice(0, 8), 16)).toBeGreaterThanOrEqual(second - 1)
+    expect(parseInt(byEmail.service_id.slice(0, 8), 16)).toBeLessThanOrEqual(second)
     expect(byEmail.random_bucket).toBeGreaterThanOrEqual(0)
     expect(byEmail.random_bucket).toBeLessThan(10_000)
     expect(index.find({ kind: 'email', value: 'new@example.com' })).toBe(byEmail)
