@@ -11,10 +11,9 @@ const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\
 
 /** ISO 8601 with an offset or Z, normalized to UTC with milliseconds. */
 export function parseTime(value: unknown, field: string): string {
-  if (typeof value !== 'string' || !ISO_TIME.test(value) || Number.isNaN(Date.parse(value))) {
-    throw new FieldError(`${field}: must be an ISO 8601 timestamp with an offset or Z, e.g. 2024-05-01T12:00:00Z`)
-  }
-  return new Date(value).toISOString()
+  const ms = typeof value === 'string' && ISO_TIME.test(value) ? Date.parse(value) : NaN
+  if (Number.isNaN(ms)) throw new FieldError(`${field}: must be an ISO 8601 timestamp with an offset or Z, e.g. 2024-05-01T12:00:00Z`)
+  return new Date(ms).toISOString()
 }
 
 export function parseEmail(value: unknown, field: string): string {

@@ -22,10 +22,7 @@ function random(bytes: number): Buffer {
  * random pages of it: a batch's 1,500 profile inserts took 21 ms instead of 30 at 1.8M profiles.
  */
 function newServiceId(): string {
-  const id = Buffer.allocUnsafe(12)
-  id.writeUInt32BE(Math.floor(Date.now() / 1000), 0)
-  random(8).copy(id, 4)
-  return id.toString('hex')
+  return Math.floor(Date.now() / 1000).toString(16).padStart(8, '0') + random(8).toString('hex')
 }
 
 /** 0 to 9,999, for random-bucket segments (the modulo bias of 32 random bits is below 2e-6). */

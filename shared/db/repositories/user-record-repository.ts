@@ -48,10 +48,10 @@ export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
   if (parts.aliases.length) record.user_aliases = parts.aliases
   for (const f of OPTIONAL_FIELDS) if (p[f] !== null) record[f] = p[f]!
   if (Object.keys(p.custom_attributes).length) record.custom_attributes = p.custom_attributes
-  const summaries = (kind: string) =>
-    parts.summaries.filter((s) => s.kind === kind).map(({ name, first, last, count }) => ({ name, first, last, count: Number(count) }))
-  const events = summaries('event')
-  const purchases = summaries('purchase')
+  // One pass, no closures: this runs for every profile a batch touches.
+  const events: EventSummary[] = []
+  const purchases: EventSummary[] = []
+  for (const s of parts.summaries) (s.kind === 'event' ? events : purchases).push({ name: s.name, first: s.first, last: s.last, count: Number(s.count) })
   if (events.length) record.custom_events = events
   if (purchases.length) record.purchases = purchases
   if (parts.tokens.length) {
