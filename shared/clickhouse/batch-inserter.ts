@@ -1,9 +1,34 @@
+import { Readable } from 'node:stream'
 import type { ClickHouseSettings } from '@clickhouse/client'
 import type { ClickHouse } from './client.js'
 
+/** A table's rows as the inserter writes them: TabSeparated lines of these columns, in order. */
+export interface InsertTarget {
+  table: string
+  columns: readonly [string, ...string[]]
+  settings?: ClickHouseSettings
+}
+
+const TSV_SPECIAL = /[\\\t\n\r]/
+const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' }
+
+/**
+ * One row as a TabSeparated line. TabSeparated rather than JSONEachRow: encoding and parsing a
+ * batch's 3,300 event rows took 16 ms of CPU instead of 21 (measured on chDB).
+ */
+export function tsvLine(fields: readonly (string | number)[]): string {
+  let line = ''
+  for (let i = 0; i < fields.length; i++) {
+    const f = fields[i]
+    const text = typeof f === 'number' ? String(f) : TSV_SPECIAL.test(f) ? f.replace(/[\\\t\n\r]/g, (c) => TSV_ESCAPES[c]) : f
+    line += i === 0 ? text : '\t' + text
+  }
+  return line + '\n'
+}
+
 interface Pending {
-  rows: unknown[]
-  settings: ClickHouseSettings
+  target: InsertTarget
+  lines: string[]
   waiters: { resolve: () => void; reject: (e: unknown) => void }[]
 }
 
@@ -19,17 +44,18 @@ export class BatchInserter {
 
   constructor(private readonly ch: ClickHouse) {}
 
-  insert(table: string, rows: unknown[], settings: ClickHouseSettings = {}): Promise<void> {
-    if (rows.length === 0) return Promise.resolve()
+  /** Inserts lines made by tsvLine from the target's columns. */
+  insert(target: InsertTarget, lines: string[]): Promise<void> {
+    if (lines.length === 0) return Promise.resolve()
     return new Promise((resolve, reject) => {
-      let p = this.pending.get(table)
+      let p = this.pending.get(target.table)
       if (!p) {
-        p = { rows: [], settings, waiters: [] }
-        this.pending.set(table, p)
+        p = { target, lines: [], waiters: [] }
+        this.pending.set(target.table, p)
       }
-      for (const r of rows) p.rows.push(r)
+      for (const l of lines) p.lines.push(l)
       p.waiters.push({ resolve, reject })
-      void this.drain(table)
+      void this.drain(target.table)
     })
   }
 
@@ -40,7 +66,10 @@ export class BatchInserter {
       for (let batch = this.pending.get(table); batch; batch = this.pending.get(table)) {
         this.pending.delete(table)
         try {
-          await this.ch.client.insert({ table, values: batch.rows, format: 'JSONEachRow', clickhouse_settings: batch.settings })
+          const { columns, settings } = batch.target
+          // A byte stream of formatted rows: the client passes it through as it is.
+          const values = Readable.from([batch.lines.join('')], { objectMode: false })
+          await this.ch.client.insert({ table, columns: [...columns] as [string, ...string[]], values, format: 'TabSeparated', clickhouse_settings: settings })
           for (const w of batch.waiters) w.resolve()
         } catch (e) {
           for (const w of batch.waiters) w.reject(e)

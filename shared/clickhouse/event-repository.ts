@@ -1,4 +1,4 @@
-import { batchInserterOf } from './batch-inserter.js'
+import { batchInserterOf, tsvLine } from './batch-inserter.js'
 import type { ClickHouse } from './client.js'
 import { EVENT_OWNER, ownedEvents, type HistoryTables } from '../domain/segment-sql.js'
 
@@ -17,6 +17,8 @@ export interface EventRow {
   quantity: number
 }
 
+const EVENT_COLUMNS = ['workspace_id', 'profile_id', 'event_id', 'kind', 'name', 'app_id', 'time', 'properties', 'currency', 'price', 'quantity'] as const
+// Times arrive as ISO 8601 with a T and a Z.
 const settings = { date_time_input_format: 'best_effort' } as const
 
 /**
@@ -24,7 +26,10 @@ const settings = { date_time_input_format: 'best_effort' } as const
  * second time; they carry the same event ids and collapse under FINAL (and in background merges).
  */
 export async function insertEvents(ch: ClickHouse, rows: EventRow[]): Promise<void> {
-  await batchInserterOf(ch).insert(`${ch.database}.events`, rows, settings)
+  await batchInserterOf(ch).insert(
+    { table: `${ch.database}.events`, columns: EVENT_COLUMNS, settings },
+    rows.map((r) => tsvLine([r.workspace_id, r.profile_id, r.event_id, r.kind, r.name, r.app_id, r.time, r.properties, r.currency, r.price, r.quantity])),
+  )
 }
 
 /**

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Erasures, Override } from '../db/repositories/override-repository.js'
-import { batchInserterOf } from './batch-inserter.js'
+import { batchInserterOf, tsvLine } from './batch-inserter.js'
 import type { ClickHouse } from './client.js'
 
 /**
@@ -10,14 +10,8 @@ import type { ClickHouse } from './client.js'
  */
 export async function writeOverrides(ch: ClickHouse, overrides: Override[]): Promise<void> {
   await batchInserterOf(ch).insert(
-    `${ch.database}.profile_overrides`,
-    overrides.map((o) => ({
-      workspace_id: o.workspaceId,
-      old_profile_id: o.oldProfileId,
-      new_profile_id: o.newProfileId,
-      version: o.version * 2 + (o.deleted ? 1 : 0),
-      deleted: o.deleted ? 1 : 0,
-    })),
+    { table: `${ch.database}.profile_overrides`, columns: ['workspace_id', 'old_profile_id', 'new_profile_id', 'version', 'deleted'] },
+    overrides.map((o) => tsvLine([o.workspaceId, o.oldProfileId, o.newProfileId, o.version * 2 + (o.deleted ? 1 : 0), o.deleted ? 1 : 0])),
   )
 }
 

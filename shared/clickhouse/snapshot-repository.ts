@@ -1,4 +1,4 @@
-import { batchInserterOf } from './batch-inserter.js'
+import { batchInserterOf, tsvLine } from './batch-inserter.js'
 import type { UserRecord } from '../domain/user-record.js'
 import type { ClickHouse } from './client.js'
 
@@ -10,26 +10,24 @@ export interface Snapshot {
   record: UserRecord
 }
 
+const snapshotsOf = (ch: ClickHouse) => ({
+  table: `${ch.database}.profile_snapshots`,
+  columns: ['workspace_id', 'profile_id', 'version', 'deleted', 'random_bucket', 'record'] as const,
+})
+
 /** Writes profile snapshots; ClickHouse keeps the highest version of each profile. */
 export async function writeSnapshots(ch: ClickHouse, snapshots: Snapshot[]): Promise<void> {
   await batchInserterOf(ch).insert(
-    `${ch.database}.profile_snapshots`,
-    snapshots.map((s) => ({
-      workspace_id: s.workspace_id,
-      profile_id: s.profile_id,
-      version: s.version,
-      deleted: 0,
-      random_bucket: s.random_bucket,
-      record: JSON.stringify(s.record),
-    })),
+    snapshotsOf(ch),
+    snapshots.map((s) => tsvLine([s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(s.record)])),
   )
 }
 
 /** Marks deleted profiles; a tombstone outranks every earlier version. */
 export async function writeTombstones(ch: ClickHouse, workspaceId: string, deleted: { id: number; version: number }[]): Promise<void> {
   await batchInserterOf(ch).insert(
-    `${ch.database}.profile_snapshots`,
-    deleted.map((d) => ({ workspace_id: workspaceId, profile_id: d.id, version: d.version, deleted: 1, random_bucket: 0, record: '' })),
+    snapshotsOf(ch),
+    deleted.map((d) => tsvLine([workspaceId, d.id, d.version, 1, 0, ''])),
   )
 }
 

@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { tsvLine } from '../../../shared/clickhouse/batch-inserter.js'
+import { insertEvents, type EventRow } from '../../../shared/clickhouse/event-repository.js'
+import { readSnapshots, writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
+import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+
+let env: TestEnv
+beforeAll(async () => {
+  env = await startTestEnv({ workers: [] })
+})
+afterAll(async () => {
+  await env?.close()
+})
+
+describe('tsvLine', () => {
+  it('joins fields with tabs and ends the line', () => {
+    expect(tsvLine(['ws', 7, 'e:1', 1.5])).toBe('ws\t7\te:1\t1.5\n')
+  })
+
+  it('escapes the characters TabSeparated gives meaning to, and nothing else', () => {
+    expect(tsvLine(['a\\b', 'tab\there', 'line\nbreak', 'cr\rhere', '{"q":"x\\"y"}', 'ünï €'])).toBe(
+      'a\\\\b\ttab\\there\tline\\nbreak\tcr\\rhere\t{"q":"x\\\\"y"}\tünï €\n',
+    )
+  })
+})
+
+describe('inserts through the group commit', () => {
+  const awkward = 'tab\there, line\nbreak, cr\r, back\\slash, quote " and ünï €'
+
+  it('stores every string exactly, whatever characters it holds', async () => {
+    const properties = JSON.stringify({ text: awkward, nested: { list: ['\\', '\t'] } })
+    const row: EventRow = {
+      workspace_id: 'ws-tsv', profile_id: 42, event_id: `id ${awkward}`, kind: 'event', name: awkward, app_id: 'app\t1',
+      time: '2024-05-01T12:00:00.123Z', properties, currency: '', price: 2.25, quantity: 3,
+    }
+    await insertEvents(env.clickhouse, [row])
+    const rs = await env.clickhouse.client.query({
+      query: `SELECT event_id, name, app_id, properties, price, quantity, toString(time) AS time FROM ${env.clickhouse.database}.events WHERE workspace_id = 'ws-tsv'`,
+      format: 'JSONEachRow',
+    })
+    expect(await rs.json()).toEqual([
+      { event_id: row.event_id, name: awkward, app_id: 'app\t1', properties, price: 2.25, quantity: 3, time: '2024-05-01 12:00:00.123' },
+    ])
+  })
+
+  it('stores a snapshot record that reads back as the same object', async () => {
+    const record = { created_at: '2024-05-01T12:00:00.000Z', service_id: 's-1', random_bucket: 9, first_name: awkward, custom_attributes: { note: 'a\\b' } }
+    await writeSnapshots(env.clickhouse, [{ workspace_id: 'ws-tsv', profile_id: 42, version: 1, random_bucket: 9, record }])
+    expect((await readSnapshots(env.clickhouse, 'ws-tsv', [42])).get(42)).toEqual(record)
+  })
+})
