@@ -5,7 +5,8 @@
 import { randomBytes } from 'node:crypto'
 import { dropQueueKeys, percentile, sleep } from './lib.js'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
-import { startLayout, WORKER_NICE, type Layout } from './layout.js'
+import { WORKER_NICE } from '../bin/process-flags.js'
+import { startLayout, type Layout } from './layout.js'
 import { allFinished, closedLoop, openLoop, post, progress, round, summarize, timeToDone, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 

@@ -1,10 +1,8 @@
 // The two process layouts the benchmarks run the service in, on the preloaded database:
 // embedded (one process, every role) and split (one API process and one worker process at a
 // lower CPU priority: the layout `make run` starts, bin/run-local.ts).
+import { WORKER_NICE } from '../bin/process-flags.js'
 import { startService, stopService, type ServiceProcess } from './lib.js'
-
-/** Niceness of the worker process in the split layout, as `make run` sets it: the API wins the CPU when both want it. */
-export const WORKER_NICE = 10
 const WORKER_PORT = 3909
 
 export interface Layout {

@@ -4,6 +4,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import pg from 'pg'
+import { SERVICE_NODE_FLAGS } from '../bin/process-flags.js'
 import { withDefaultUser } from '../shared/db/pool.js'
 
 export const root = path.resolve(import.meta.dirname, '..')
@@ -47,7 +48,7 @@ export async function startService(args: string[], env: Record<string, string>, 
   const workerOnly = args[0] === 'worker'
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))
-  const command = [process.execPath, ...profile, '--import', 'tsx', 'bin/main.ts', ...args]
+  const command = [process.execPath, ...profile, ...SERVICE_NODE_FLAGS, '--import', 'tsx', 'bin/main.ts', ...args]
   const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
   const child = spawn(file, argv, {
     cwd: root,

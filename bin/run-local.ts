@@ -10,12 +10,12 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createLogger } from '../shared/logger.js'
+import { SERVICE_NODE_FLAGS, WORKER_NICE } from './process-flags.js'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
 const MAIN = path.join(ROOT, 'bin/main.ts')
 const EXIT_WITH_PARENT = path.join(ROOT, 'bin/exit-with-parent.ts')
 
-const WORKER_NICE = 10
 const FIRST_BACKOFF_MS = 500
 const MAX_BACKOFF_MS = 30_000
 /** A child that ran this long had started well: its next failure is not counted against it. */
@@ -61,7 +61,7 @@ function main() {
 
   const start = (c: Child) => {
     // Children inherit the loader flags this process was started with (tsx).
-    const node = [process.execPath, ...process.execArgv, '--import', EXIT_WITH_PARENT, MAIN, c.role]
+    const node = [process.execPath, ...process.execArgv, ...SERVICE_NODE_FLAGS, '--import', EXIT_WITH_PARENT, MAIN, c.role]
     // `nice` from exec on: every thread inherits it (os.setPriority after spawn lowers only the
     // main thread on Linux, where the nice value is per thread).
     const [cmd, ...args] = c.nice ? ['nice', '-n', String(c.nice), ...node] : node

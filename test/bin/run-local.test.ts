@@ -165,6 +165,8 @@ describe('bin/run-local.ts (make run)', () => {
     const workerThreads = threadNice(worker).filter((t) => t.name !== 'MemoryWorker')
     expect(workerThreads.length).toBeGreaterThan(5)
     expect(workerThreads.filter((t) => t.nice !== 10)).toEqual([])
+    // Both run with the service's V8 flags (a larger young generation).
+    for (const pid of [api, worker]) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--max-semi-space-size=64')
 
     expect(await trackAndWait(sup, key, 'run-local-1')).toBe('done')
 
