@@ -17,7 +17,8 @@ export interface EventRow {
   quantity: number
 }
 
-const EVENT_COLUMNS = ['workspace_id', 'profile_id', 'event_id', 'kind', 'name', 'app_id', 'time', 'properties', 'currency', 'price', 'quantity'] as const
+/** The columns an occurrence is written with (`inserted_at` takes its default). */
+export const EVENT_COLUMNS = ['workspace_id', 'profile_id', 'event_id', 'kind', 'name', 'app_id', 'time', 'properties', 'currency', 'price', 'quantity'] as const
 // Times arrive as ISO 8601 with a T and a Z.
 const settings = { date_time_input_format: 'best_effort' } as const
 

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Erasures, Override } from '../db/repositories/override-repository.js'
 import { batchInserterOf, tsvLine } from './batch-inserter.js'
 import type { ClickHouse } from './client.js'
+import { EVENT_COLUMNS } from './event-repository.js'
 
 /**
  * Writes merge overrides (and their ends) to ClickHouse, where queries apply them. Versions are
@@ -15,7 +16,8 @@ export async function writeOverrides(ch: ClickHouse, overrides: Override[]): Pro
   )
 }
 
-const EVENT_COLUMNS = 'workspace_id, profile_id, event_id, kind, name, app_id, time, properties, currency, price, quantity, inserted_at'
+/** A copy keeps every column, the original insertion time included. */
+const COPIED_COLUMNS = [...EVENT_COLUMNS, 'inserted_at']
 
 /**
  * The squash's copy: every row of the overridden profiles written again under the profile it now
@@ -25,8 +27,8 @@ const EVENT_COLUMNS = 'workspace_id, profile_id, event_id, kind, name, app_id, t
 export async function copyOverriddenEvents(ch: ClickHouse, overrides: Override[]): Promise<void> {
   if (overrides.length === 0) return
   await ch.client.command({
-    query: `INSERT INTO ${ch.database}.events (${EVENT_COLUMNS})
-            SELECT workspace_id, transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id), ${EVENT_COLUMNS.split(', ').slice(2).join(', ')}
+    query: `INSERT INTO ${ch.database}.events (${COPIED_COLUMNS.join(', ')})
+            SELECT workspace_id, transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id), ${COPIED_COLUMNS.slice(2).join(', ')}
               FROM ${ch.database}.events
              WHERE workspace_id IN {workspaces:Array(String)} AND profile_id IN {olds:Array(UInt64)}`,
     query_params: {
