@@ -4,6 +4,7 @@ import { createApp } from '../services/api/app.js'
 import { apiDepsFrom } from '../services/api/deps.js'
 import { startMetricsListener } from '../services/api/routes/metrics.js'
 import { ensureAdminToken, ensureFirstStartCredentials } from '../services/bootstrap.js'
+import { warnAboutPostgresVacuum } from '../services/postgres-check.js'
 import { warnAboutRedisDurability } from '../services/redis-check.js'
 import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
 import { ConfigError, loadConfig } from '../shared/config.js'
@@ -30,7 +31,8 @@ const LISTEN_BACKLOG = 4096
 
 /**
  * `main.ts` (no args): API and every worker in one process, on the embedded ClickHouse.
- * `main.ts api`: the API tier alone (no ClickHouse). `main.ts worker [track identity export callback]`.
+ * `main.ts api`: the API tier alone (its ClickHouse reads go to the worker holding the embedded engine, or to
+ * CLICKHOUSE_URL's server). `main.ts worker [track identity export callback]`.
  */
 function parseRoles(argv: string[]): { api: boolean; workers: WorkerRole[] } {
   const [mode, ...rest] = argv
@@ -53,8 +55,10 @@ async function main() {
   let stopAsked: string | undefined
   const askStop = (signal: string) => (stopAsked = signal)
   process.on('SIGTERM', askStop).on('SIGINT', askStop)
-  const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0, migrate: true })
+  // Workers hold ClickHouse; an API process opens it only as a server (CLICKHOUSE_URL), else asks the worker holding the engine.
+  const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0 || config.CLICKHOUSE_URL !== undefined, migrate: true })
   await warnAboutRedisDurability(ctx.redis, logger)
+  await warnAboutPostgresVacuum(ctx.pg, logger)
   const metrics = createMetrics()
 
   let workers: Worker[] = []

@@ -14,6 +14,8 @@ const ConfigSchema = z.object({
   DATABASE_URL: z.string().url().default('postgres://127.0.0.1:5432/userdata'),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   CLICKHOUSE_URL: z.string().url().optional(),
+  // An API process without ClickHouse asks the worker holding the embedded engine; past this it answers 503.
+  CLICKHOUSE_READ_TIMEOUT_MS: int(100, 60_000).default(5_000),
   DATA_DIR: z.string().min(1).default('./.data'),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   PUBLIC_URL: z.string().url().optional(),

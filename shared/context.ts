@@ -1,11 +1,13 @@
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import { openClickHouse, type ClickHouse } from './clickhouse/client.js'
+import { directReads, type ClickHouseReads } from './clickhouse/reads.js'
 import { migrateClickHouse } from './clickhouse/migrate.js'
 import type { Config } from './config.js'
 import { migratePostgres } from './db/migrate.js'
 import { createPool, type Pool } from './db/pool.js'
 import type { Logger } from './logger.js'
+import { RemoteClickHouseReads } from './queue/clickhouse-reads.js'
 import { QueueRegistry } from './queue/queues.js'
 import { RequestTracker } from './queue/request-tracker.js'
 
@@ -18,8 +20,10 @@ export interface Context {
   redis: Redis
   queues: QueueRegistry
   tracker: RequestTracker
-  /** Present only in processes that run ClickHouse-backed workers. */
+  /** Present in processes that run ClickHouse-backed workers, and in every process when CLICKHOUSE_URL names a server. */
   clickhouse?: ClickHouse
+  /** ClickHouse answers in any process: on `clickhouse` when held here, else asked of the worker holding the embedded engine. */
+  clickhouseReads: ClickHouseReads
   /** A connection for BullMQ workers (they need unlimited retries per request). */
   workerRedis(): Redis
   close(): Promise<void>
@@ -65,6 +69,12 @@ export async function createContext(
     })
     if (opts.migrate) await migrateClickHouse(clickhouse)
   }
+  let remoteReads: RemoteClickHouseReads | undefined
+  if (!clickhouse) {
+    const subscriber = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
+    subscriber.on('error', () => {})
+    remoteReads = await RemoteClickHouseReads.connect({ redis, subscriber, prefix: config.QUEUE_PREFIX, timeoutMs: config.CLICKHOUSE_READ_TIMEOUT_MS })
+  }
   const queues = new QueueRegistry(queueRedis, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
   return {
     config,
@@ -74,6 +84,7 @@ export async function createContext(
     queues,
     tracker: new RequestTracker(redis, config.QUEUE_PREFIX),
     clickhouse,
+    clickhouseReads: clickhouse ? directReads(clickhouse) : remoteReads!,
     workerRedis() {
       const r = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
       r.on('error', () => {})
@@ -81,6 +92,7 @@ export async function createContext(
       return r
     },
     async close() {
+      await remoteReads?.close()
       await queues.close()
       await Promise.all(workerConnections.map((r) => r.quit().catch(() => r.disconnect())))
       await queueRedis.quit().catch(() => queueRedis.disconnect())

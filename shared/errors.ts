@@ -15,6 +15,13 @@ export const badRequest = (message: string, extra: Record<string, unknown> = {})
 export const notFound = (message: string) => new ApiError(404, 'not_found', message)
 export const conflict = (message: string) => new ApiError(409, 'conflict', message)
 
+/** A dependency this answer needs is away for now: 503 with `Retry-After`, never a guess. */
+export class UnavailableError extends ApiError {
+  constructor(message: string, readonly retryAfterSeconds = 5) {
+    super(503, 'unavailable', message)
+  }
+}
+
 /** A failure a retry can fix (a lost connection); processors let it propagate. */
 export class RetryableError extends Error {
   constructor(message: string, readonly cause?: unknown) {

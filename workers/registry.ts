@@ -5,6 +5,7 @@ import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queu
 import { isTrackQueue } from '../shared/queue/track-jobs.js'
 import type { Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
+import { serveClickHouseReads } from './clickhouse-reads/server.js'
 import type { WorkerDeps } from './deps.js'
 import { startExpiredFilesSweeper } from './export/expired-files.js'
 import { createExportProcessor } from './export/processor.js'
@@ -76,6 +77,17 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
     // The exactly-once ledger's writers prune it, as long as the first of their workers lives.
     const stopPruner = startLedgerPruner(deps)
     workers.find((w) => w.name === QueueNames.track(0) || w.name === QueueNames.identity)!.once('closing', stopPruner)
+  }
+  if (ctx.clickhouse.embedded && workers.length) {
+    // Only this process may open the embedded engine: it answers the API processes' ClickHouse reads.
+    const server = await serveClickHouseReads({
+      blocking: ctx.workerRedis(),
+      redis: ctx.redis,
+      prefix: ctx.config.QUEUE_PREFIX,
+      reads: ctx.clickhouseReads,
+      logger: ctx.logger,
+    })
+    workers[0].once('closing', () => void server.stop())
   }
   if (roles.includes('export')) {
     // The sweeper lives as long as the export queue's worker, which the caller closes at shutdown.

@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express'
 import type { Redis } from 'ioredis'
-import type { ClickHouse } from '../../shared/clickhouse/client.js'
+import type { ClickHouseReads } from '../../shared/clickhouse/reads.js'
 import type { Config } from '../../shared/config.js'
 import type { Pool } from '../../shared/db/pool.js'
 import type { Permission } from '../../shared/domain/permissions.js'
@@ -13,7 +13,7 @@ import type { Context } from '../../shared/context.js'
 import { OperatorGeneration } from '../../shared/operator-changes.js'
 import { RateLimits, WorkspaceCache } from './middleware/rate-limit.js'
 
-/** What route families may use. The API tier never holds ClickHouse unless embedded. */
+/** What route families may use. */
 export interface ApiDeps {
   config: Config
   logger: Logger
@@ -28,7 +28,8 @@ export interface ApiDeps {
   rateLimits: RateLimits
   metrics: Metrics
   adminToken: string
-  clickhouse?: ClickHouse
+  /** Segment sizes and readiness, in every layout (`shared/clickhouse/reads.ts`). */
+  clickhouseReads: ClickHouseReads
 }
 
 /**
@@ -53,6 +54,6 @@ export function apiDepsFrom(ctx: Context, metrics: Metrics, adminToken: string):
     rateLimits: new RateLimits(ctx.redis, operator),
     metrics,
     adminToken,
-    clickhouse: ctx.clickhouse,
+    clickhouseReads: ctx.clickhouseReads,
   }
 }

@@ -1,4 +1,3 @@
-import type { Pool } from '../db/pool.js'
 import type { Filter } from '../domain/segment-filter.js'
 import { compileSegmentFilter, type CompiledFilter } from '../domain/segment-sql.js'
 import type { ClickHouse } from './client.js'
@@ -14,8 +13,8 @@ export function compileFor(ch: ClickHouse, filter: Filter): CompiledFilter {
   return compileSegmentFilter(filter, historyTablesOf(ch))
 }
 
-/** Current member count of a segment. The pool is unused: every input lives in ClickHouse. */
-export async function countSegmentMembers(ch: ClickHouse, _pg: Pool, workspaceId: string, filter: Filter): Promise<number> {
+/** Current member count of a segment: every input lives in ClickHouse. */
+export async function countSegmentMembers(ch: ClickHouse, workspaceId: string, filter: Filter): Promise<number> {
   const compiled = compileFor(ch, filter)
   const rs = await ch.client.query({
     query: `SELECT count() AS n FROM ${ch.database}.profile_snapshots FINAL

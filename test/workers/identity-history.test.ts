@@ -66,7 +66,7 @@ async function rawOverrides(): Promise<number> {
   })
   return Number((await rs.json<{ n: string }>())[0].n)
 }
-const members = (filter: Filter) => countSegmentMembers(env.clickhouse, env.ctx.pg, ws.id, filter)
+const members = (filter: Filter) => countSegmentMembers(env.clickhouse, ws.id, filter)
 const pending = async () => {
   const r = await env.ctx.pg.query(
     `SELECT (SELECT count(*) FROM profile_overrides WHERE workspace_id = $1)::int AS overrides,

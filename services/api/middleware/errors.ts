@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express'
 import { ScimBasePath, ScimContentType, scimErrorBody } from '../../../shared/domain/scim.js'
-import { ApiError, isRetryable } from '../../../shared/errors.js'
+import { ApiError, isRetryable, UnavailableError } from '../../../shared/errors.js'
 import type { Logger } from '../../../shared/logger.js'
 import { QueueUnavailableError } from '../../../shared/queue/jobs.js'
 
@@ -23,6 +23,7 @@ export function errorHandler(logger: Logger) {
         ? res.status(status).type(ScimContentType).json(scimErrorBody(status, message, (extra.scimType as string | undefined) ?? (status === 400 ? 'invalidSyntax' : undefined)))
         : res.status(status).json({ message, ...extra })
     }
+    if (err instanceof UnavailableError) res.setHeader('Retry-After', String(err.retryAfterSeconds))
     if (err instanceof ApiError) return reply(err.status, err.message, err.extra)
     const e = err as { type?: string; status?: number; message?: string; limit?: number; code?: string }
     if (e?.type === 'entity.parse.failed') return reply(400, `malformed JSON body: ${e.message}`)

@@ -18,7 +18,6 @@ import {
   setGlobalControlPercent,
   setRateLimits,
 } from '../../../shared/db/repositories/workspace-repository.js'
-import { countSegmentMembers } from '../../../shared/clickhouse/segment-repository.js'
 import { Permissions } from '../../../shared/domain/permissions.js'
 import { RateLimitedPaths, bucketFor, DefaultBuckets } from '../../../shared/domain/rate-limits.js'
 import { Filter } from '../../../shared/domain/segment-filter.js'
@@ -97,7 +96,11 @@ export const openapi: ApiOperation[] = [
     method: 'get',
     path: '/admin/v1/workspaces/:ws/segments/:id',
     summary: 'Read a segment and its current size',
-    responses: { 200: '`{segment_id, name, filter, size}`', 404: 'unknown segment' },
+    responses: {
+      200: '`{segment_id, name, filter, size}`; size is the current member count',
+      404: 'unknown segment',
+      503: 'ClickHouse cannot answer now (the worker holding the embedded engine is down or busy past CLICKHOUSE_READ_TIMEOUT_MS); `Retry-After` says when to ask again',
+    },
   }),
   admin({
     method: 'put',
@@ -228,7 +231,7 @@ export function adminRoutes(deps: ApiDeps): Router {
   r.get('/admin/v1/workspaces/:ws/segments/:id', async (req, res) => {
     const s = await getSegment(db, req.params.ws, req.params.id)
     if (!s) throw notFound(`unknown segment ${req.params.id}`)
-    const size = deps.clickhouse ? await countSegmentMembers(deps.clickhouse, db, s.workspace_id, s.filter as Filter) : null
+    const size = await deps.clickhouseReads.segmentSize(s.workspace_id, s.filter as Filter)
     res.json({ segment_id: s.id, name: s.name, filter: s.filter, size })
   })
 

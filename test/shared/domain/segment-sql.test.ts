@@ -135,7 +135,7 @@ describe('segment membership on ClickHouse', () => {
 
   const members = async (filter: Filter) => {
     const rows = await readSegmentPage(env.clickhouse, ws, compileFor(env.clickhouse, filter), { after: '0', limit: 100 })
-    const count = await countSegmentMembers(env.clickhouse, env.ctx.pg, ws, filter)
+    const count = await countSegmentMembers(env.clickhouse, ws, filter)
     expect(count).toBe(rows.length)
     return rows.map((r) => Number(r.profile_id))
   }

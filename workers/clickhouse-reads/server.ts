@@ -1,0 +1,103 @@
+import os from 'node:os'
+import type { Redis } from 'ioredis'
+import type { ClickHouseReads } from '../../shared/clickhouse/reads.js'
+import type { Filter } from '../../shared/domain/segment-filter.js'
+import type { Logger } from '../../shared/logger.js'
+import {
+  ClickHouseReadRequest,
+  clickhouseReadKeys,
+  HOLDER_HEARTBEAT_TTL_MS,
+  type ClickHouseReadReply,
+  type HolderInfo,
+} from '../../shared/queue/clickhouse-reads.js'
+
+/** Reads answered at once, side by side; more wait in the list. */
+const MAX_IN_FLIGHT = 8
+const HEARTBEAT_EVERY_MS = 1_000
+/** How long one pop waits for a request before looking whether it should stop. */
+const POP_WAIT_SECONDS = 1
+
+export interface ReadServer {
+  stop(): Promise<void>
+}
+
+/**
+ * Serves the API's ClickHouse reads from the process holding the embedded engine
+ * (`shared/queue/clickhouse-reads.ts`). It pops on a blocking connection of its own, so a read
+ * never waits behind queued jobs; it shares only the event loop and the engine with them.
+ */
+export async function serveClickHouseReads(opts: {
+  /** A connection this server blocks on; it is closed by `stop`. */
+  blocking: Redis
+  /** For the heartbeat and the replies (a fail-fast connection: an answer Redis cannot take is lost, and the caller times out). */
+  redis: Redis
+  prefix: string
+  reads: ClickHouseReads
+  logger: Logger
+}): Promise<ReadServer> {
+  const { blocking, redis, reads, logger } = opts
+  const keys = clickhouseReadKeys(opts.prefix)
+  const me = JSON.stringify({ pid: process.pid, host: os.hostname() } satisfies HolderInfo)
+  const beat = () => redis.set(keys.holder, me, 'PX', HOLDER_HEARTBEAT_TTL_MS).catch(() => {})
+  await beat()
+  const heartbeat = setInterval(beat, HEARTBEAT_EVERY_MS)
+
+  const inFlight = new Set<Promise<void>>()
+  let stopping = false
+
+  const answer = async (raw: string) => {
+    let request: ClickHouseReadRequest
+    try {
+      request = ClickHouseReadRequest.parse(JSON.parse(raw))
+    } catch (e) {
+      logger.warn({ err: (e as Error).message }, 'dropped a malformed ClickHouse read request')
+      return
+    }
+    // Its caller has answered 503 already.
+    if (Date.now() > request.deadline) return
+    let reply: ClickHouseReadReply
+    try {
+      const value = request.op === 'segment_size' ? await reads.segmentSize(request.workspace_id, request.filter as Filter) : await reads.check()
+      reply = { id: request.id, ok: true, value }
+    } catch (e) {
+      logger.error({ err: e, op: request.op }, 'ClickHouse read failed')
+      reply = { id: request.id, ok: false, error: (e as Error).message }
+    }
+    await redis.publish(request.reply, JSON.stringify(reply)).catch(() => {})
+  }
+
+  const loop = (async () => {
+    while (!stopping) {
+      if (inFlight.size >= MAX_IN_FLIGHT) {
+        await Promise.race(inFlight)
+        continue
+      }
+      let popped: [string, string] | null
+      try {
+        popped = await blocking.blpop(keys.requests, POP_WAIT_SECONDS)
+      } catch (e) {
+        if (stopping) break
+        logger.warn({ err: (e as Error).message }, 'ClickHouse read channel: Redis unavailable; retrying')
+        await new Promise((r) => setTimeout(r, 500))
+        continue
+      }
+      if (!popped) continue
+      const p = answer(popped[1]).finally(() => inFlight.delete(p))
+      inFlight.add(p)
+    }
+  })()
+
+  return {
+    async stop() {
+      stopping = true
+      clearInterval(heartbeat)
+      await loop
+      await Promise.all(inFlight)
+      // Only our own heartbeat: a successor may have taken the engine already.
+      await redis
+        .eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, keys.holder, me)
+        .catch(() => {})
+      blocking.disconnect()
+    },
+  }
+}
