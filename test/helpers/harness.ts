@@ -24,7 +24,7 @@ import { sleep, until } from './wait.js'
 const PG_BASE = process.env.TEST_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
 const TEST_DB_PREFIX = 'uds_test_'
 
-function dbUrl(name: string): string {
+export function dbUrl(name: string): string {
   const u = new URL(PG_BASE)
   u.pathname = `/${name}`
   return u.toString()
@@ -40,7 +40,7 @@ async function templateDatabase(): Promise<string> {
   return name
 }
 
-async function createTestDatabase(): Promise<string> {
+export async function createTestDatabase(): Promise<string> {
   const template = await templateDatabase()
   const name = `${TEST_DB_PREFIX}${randomBytes(6).toString('hex')}`
   for (let attempt = 0; ; attempt++) {

@@ -1,0 +1,271 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { localServer } from '../helpers/ports.js'
+import { caller, expectStatus, servedRoutes, untouchedRoutes, waitDone, type Call } from '../helpers/route-tour.js'
+import { startMakeRun, type ServiceProcesses } from '../helpers/service-process.js'
+import { until } from '../helpers/wait.js'
+import { unzip } from '../helpers/zip.js'
+
+/**
+ * The service as `make run` starts it (`npm start`: the supervisor, one API process, one worker
+ * process holding the embedded ClickHouse), driven over HTTP through every route: a success and a
+ * refusal each. The last test reads the API's own metrics and fails for any route left out.
+ */
+let svc: ServiceProcesses
+let call: Call
+let key: string
+let admin: string
+let ws: string
+const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User'
+
+beforeAll(async () => {
+  svc = await startMakeRun()
+  call = caller(svc.apis[0])
+  key = svc.credentials.api_key
+  admin = svc.adminToken
+  ws = svc.credentials.workspace_id
+}, 120_000)
+
+afterAll(async () => {
+  await svc?.stop()
+})
+
+const asKey = (method: string, path: string, body?: unknown) => call(method, path, { token: key, body })
+const asAdmin = (method: string, path: string, body?: unknown) => call(method, path, { token: admin, body })
+
+describe("make run's layout (API and worker processes)", () => {
+  let segmentId: string
+
+  it('tracks users and answers their segment size from the worker holding ClickHouse', async () => {
+    const seg = expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/segments`, { name: 'cohort a', filter: { custom_attribute: 'cohort', op: 'eq', value: 'a' } }), 201)
+    segmentId = seg.body.segment_id
+    expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/segments`, { name: 'bad', filter: { custom_attribute: 'cohort', op: 'nope' } }), 400)
+    expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/${segmentId}`), 200)
+
+    const track = expectStatus(
+      await asKey('POST', '/users/track', {
+        attributes: ['u1', 'u2', 'u3'].map((id) => ({ external_id: id, cohort: 'a', email: `${id}@example.com` })),
+        events: [{ external_id: 'u1', name: 'signed_up', time: '2026-11-20T10:00:00Z' }],
+        purchases: [{ external_id: 'u2', product_id: 'p1', currency: 'USD', price: 9.5, time: '2026-11-20T10:00:00Z' }],
+      }),
+      201,
+    )
+    const bad = expectStatus(await asKey('POST', '/users/track', { events: [{ external_id: 'u1', time: '2026-11-20T10:00:00Z' }] }), 400)
+    expect(bad.body.message).toMatch(/name/)
+    await waitDone(call, key, track)
+    expectStatus(await asKey('GET', '/requests/no-such-request'), 404)
+
+    const size = expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/${segmentId}`), 200)
+    expect(size.body).toMatchObject({ segment_id: segmentId, size: 3 })
+    expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/00000000-0000-0000-0000-000000000000`), 404)
+
+    const read = expectStatus(await asKey('POST', '/users/export/ids', { external_ids: ['u1', 'u2'] }), 201)
+    expect(read.body.users.map((u: { external_id: string }) => u.external_id).sort()).toEqual(['u1', 'u2'])
+    expect(read.body.users.find((u: { external_id: string }) => u.external_id === 'u1').custom_attributes).toMatchObject({ cohort: 'a' })
+    expectStatus(await asKey('POST', '/users/export/ids', { external_ids: 'u1' }), 400)
+  })
+
+  it('reports ClickHouse ready through its holder, and its health', async () => {
+    const r = expectStatus(await call('GET', '/readyz'), 200)
+    expect(r.body.checks.clickhouse).toMatch(/^ok \(embedded engine held by worker process \d+/)
+    expect(r.body.checks).toMatchObject({ postgres: 'ok', redis: 'ok' })
+    expectStatus(await call('GET', '/healthz'), 200)
+  })
+
+  it('exports a segment through the export worker, calls back and serves the file', async () => {
+    const callbacks: unknown[] = []
+    const hook = await localServer((req, res) => {
+      let body = ''
+      req.on('data', (d) => (body += d)).on('end', () => {
+        callbacks.push(JSON.parse(body))
+        res.end('ok')
+      })
+    })
+    try {
+      const exp = expectStatus(
+        await asKey('POST', '/users/export/segment', { segment_id: segmentId, fields_to_export: ['external_id', 'custom_attributes'], callback_endpoint: `${hook.url}/done` }),
+        201,
+      )
+      expectStatus(await asKey('POST', '/users/export/segment', { segment_id: '00000000-0000-0000-0000-000000000000', fields_to_export: ['external_id'] }), 404)
+      await until('the export callback', () => callbacks.length, (n) => n > 0, 60_000, 100)
+      expect(callbacks[0]).toMatchObject({ success: true, url: exp.body.url })
+
+      const url = new URL(exp.body.url)
+      const zip = await fetch(url)
+      expect(zip.status).toBe(200)
+      const lines = [...(await unzip(Buffer.from(await zip.arrayBuffer()))).values()].flatMap((text) => text.trim().split('\n'))
+      expect(lines.map((l) => JSON.parse(l).external_id).sort()).toEqual(['u1', 'u2', 'u3'])
+      expectStatus(await call('GET', `${url.pathname}?signature=forged`), 403)
+
+      const status = expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/exports/${exp.body.export_id}`), 200)
+      expect(status.body).toMatchObject({ status: 'done', users_exported: 3 })
+      expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/exports/00000000-0000-0000-0000-000000000000`), 404)
+
+      expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/global_control_group`, { percent: 100 }), 200)
+      expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/global_control_group`, { percent: 101 }), 400)
+      const gcg = expectStatus(await asKey('POST', '/users/export/global_control_group', { fields_to_export: ['external_id'] }), 201)
+      expect(gcg.body.url).toMatch(/\/download\?signature=/)
+      expectStatus(await asKey('POST', '/users/export/global_control_group', {}), 400)
+    } finally {
+      await hook.close()
+    }
+  })
+
+  it('merges, identifies and deletes users through the identity worker', async () => {
+    const merge = expectStatus(
+      await asKey('POST', '/users/merge', { merge_updates: [{ identifier_to_merge: { external_id: 'u3' }, identifier_to_keep: { external_id: 'u2' } }] }),
+      202,
+    )
+    expectStatus(await asKey('POST', '/users/merge', { merge_updates: [{ identifier_to_merge: { external_id: 'u3' } }] }), 400)
+    await waitDone(call, key, merge)
+    const alias = { alias_name: 'anon-1', alias_label: 'device' }
+    await waitDone(call, key, expectStatus(await asKey('POST', '/users/track', { attributes: [{ user_alias: alias, cohort: 'b', _update_existing_only: false }] }), 201))
+    const identify = expectStatus(await asKey('POST', '/users/identify', { aliases_to_identify: [{ external_id: 'u4', user_alias: alias }] }), 201)
+    expectStatus(await asKey('POST', '/users/identify', { aliases_to_identify: [{ external_id: 'u4' }] }), 400)
+    await waitDone(call, key, identify)
+    const del = expectStatus(await asKey('POST', '/users/delete', { external_ids: ['u1'] }), 201)
+    expectStatus(await asKey('POST', '/users/delete', {}), 400)
+    await waitDone(call, key, del)
+
+    const read = expectStatus(await asKey('POST', '/users/export/ids', { external_ids: ['u1', 'u2', 'u3', 'u4'] }), 201)
+    const ids = read.body.users.map((u: { external_id: string }) => u.external_id).sort()
+    expect(ids).toEqual(['u2', 'u4'])
+    const size = expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/${segmentId}`), 200)
+    expect(size.body.size).toBe(1)
+  })
+
+  it('sets and reads subscription states', async () => {
+    const group = expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/subscription_groups`, { name: 'news', channel: 'email' }), 201)
+    expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/subscription_groups`, { name: 'news', channel: 'email' }), 409)
+    const gid = group.body.subscription_group_id
+    await waitDone(call, key, expectStatus(await asKey('POST', '/subscription/status/set', { subscription_group_id: gid, subscription_state: 'subscribed', external_id: ['u2'] }), 201))
+    expectStatus(await asKey('POST', '/subscription/status/set', { subscription_group_id: gid, subscription_state: 'maybe', external_id: ['u2'] }), 400)
+    await waitDone(
+      call,
+      key,
+      expectStatus(await asKey('POST', '/v2/subscription/status/set', { subscription_groups: [{ subscription_group_id: gid, subscription_state: 'subscribed', external_ids: ['u4'] }] }), 201),
+    )
+    expectStatus(await asKey('POST', '/v2/subscription/status/set', { subscription_groups: 'all' }), 400)
+    const got = expectStatus(await asKey('GET', `/subscription/status/get?subscription_group_id=${gid}&external_id[]=u2&external_id[]=u4&external_id[]=nobody`), 200)
+    expect(got.body.status).toEqual({ u2: 'Subscribed', u4: 'Subscribed', nobody: 'Unknown' })
+    expectStatus(await asKey('GET', `/subscription/status/get?subscription_group_id=${gid}`), 400)
+  })
+
+  it('manages email states and the spam and bounce lists', async () => {
+    expectStatus(await asKey('POST', '/email/status', { email: 'u2@example.com', subscription_state: 'opted_in' }), 201)
+    expectStatus(await asKey('POST', '/email/status', { email: 'u2@example.com', subscription_state: 'sometimes' }), 400)
+    for (const list of ['email_spam_list', 'email_bounce_list']) {
+      expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/${list}`, { emails: ['x@example.com'] }), 200)
+      expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/${list}`, { emails: [] }), 400)
+      const listed = expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/${list}`), 200)
+      expect(JSON.stringify(listed.body)).toContain('x@example.com')
+      expectStatus(await asAdmin('GET', `/admin/v1/workspaces/no-such-workspace/${list}`), 404)
+    }
+    const spam = expectStatus(await asKey('POST', '/email/spam/remove', { email: ['x@example.com'] }), 201)
+    expect(spam.body).toMatchObject({ message: 'success' })
+    expectStatus(await asKey('POST', '/email/spam/remove', {}), 400)
+    expectStatus(await asKey('POST', '/email/bounce/remove', { email: 'x@example.com' }), 201)
+    expectStatus(await asKey('POST', '/email/bounce/remove', { email: 'not an address' }), 400)
+  })
+
+  it('runs the operator API: workspaces, keys, SCIM tokens and settings', async () => {
+    const other = expectStatus(await asAdmin('POST', '/admin/v1/workspaces', { name: 'second' }), 201)
+    expectStatus(await asAdmin('POST', '/admin/v1/workspaces', {}), 400)
+    const k = expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${other.body.id}/api_keys`, { name: 'k', permissions: ['users.track'] }), 201)
+    expectStatus(await asAdmin('POST', '/admin/v1/workspaces/00000000-0000-0000-0000-000000000000/api_keys', { name: 'k', permissions: ['users.track'] }), 404)
+    expectStatus(await asAdmin('PUT', `/admin/v1/api_keys/${k.body.id}/permissions`, { permissions: ['users.export.ids'] }), 200)
+    expectStatus(await asAdmin('PUT', `/admin/v1/api_keys/${k.body.id}/permissions`, { permissions: ['everything'] }), 400)
+    // The key's new permission holds for the very next request.
+    expectStatus(await call('POST', '/users/track', { token: k.body.key, body: { attributes: [{ external_id: 'z', a: 1 }] } }), 403)
+    expectStatus(await asAdmin('DELETE', `/admin/v1/api_keys/${k.body.id}`), 204)
+    expectStatus(await asAdmin('DELETE', `/admin/v1/api_keys/${k.body.id}`), 404)
+    expectStatus(await call('POST', '/users/export/ids', { token: k.body.key, body: { external_ids: ['z'] } }), 401)
+
+    const t = expectStatus(await asAdmin('POST', '/admin/v1/scim_tokens', { request_origin: 'idp.example' }), 201)
+    expectStatus(await asAdmin('POST', '/admin/v1/scim_tokens', { request_origin: '' }), 400)
+    expectStatus(await asAdmin('DELETE', `/admin/v1/scim_tokens/${t.body.id}`), 204)
+    expectStatus(await asAdmin('DELETE', `/admin/v1/scim_tokens/${t.body.id}`), 404)
+
+    expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/export_storage`, { bucket: 'bucket-a', region: 'us-east-1', access_key_id: 'a', secret_access_key: 'b' }), 200)
+    expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/export_storage`, { bucket: 'B!', region: 'us-east-1', access_key_id: 'a', secret_access_key: 'b' }), 400)
+    expectStatus(await asAdmin('DELETE', `/admin/v1/workspaces/${ws}/export_storage`), 204)
+    expectStatus(await asAdmin('DELETE', '/admin/v1/workspaces/00000000-0000-0000-0000-000000000000/export_storage'), 404)
+    const limits = expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/rate_limits`, { default_per_hour: 100_000 }), 200)
+    expect(limits.body.default_per_hour).toBe(100_000)
+    expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/rate_limits`, { default_per_hour: -1 }), 400)
+    expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/blocked_external_ids`, { external_ids: ['blocked-1'] }), 200)
+    expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/blocked_external_ids`, { external_ids: [''] }), 400)
+    const blocked = await asKey('POST', '/users/track', { attributes: [{ external_id: 'blocked-1', a: 1 }] })
+    expect(blocked.status).toBeGreaterThanOrEqual(400)
+    expect(blocked.status).toBeLessThan(500)
+    expectStatus(await call('POST', '/admin/v1/workspaces', { token: 'wrong-token-wrong-token', body: { name: 'x' } }), 401)
+  })
+
+  it('provisions dashboard users over SCIM', async () => {
+    const origin = { 'x-request-origin': svc.credentials.scim_request_origin }
+    const scim = (method: string, path: string, body?: unknown, headers: Record<string, string> = origin) =>
+      call(method, path, { token: svc.credentials.scim_token, body, headers: { ...headers, ...(body ? { 'content-type': 'application/scim+json' } : {}) } })
+    const user = {
+      schemas: [USER_SCHEMA],
+      userName: 'ada@example.com',
+      name: { givenName: 'Ada', familyName: 'Lovelace' },
+      department: 'engineering',
+      permissions: { companyPermissions: ['manage_company_settings'], appGroup: [] },
+    }
+    const created = expectStatus(await scim('POST', '/scim/v2/Users', user), 201)
+    expectStatus(await scim('POST', '/scim/v2/Users', { ...user, userName: undefined }), 400)
+    const found = expectStatus(await scim('GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq "ada@example.com"')}`), 200)
+    expect(found.body.totalResults).toBe(1)
+    expectStatus(await scim('GET', '/scim/v2/Users', undefined, {}), 401)
+    expectStatus(await scim('GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq')}`), 400)
+    expectStatus(await scim('GET', `/scim/v2/Users/${created.body.id}`), 200)
+    expectStatus(await scim('GET', '/scim/v2/Users/no-such-user'), 404)
+    const put = expectStatus(await scim('PUT', `/scim/v2/Users/${created.body.id}`, { ...user, department: 'marketing' }), 200)
+    expect(put.body.department).toBe('marketing')
+    expectStatus(await scim('PUT', '/scim/v2/Users/no-such-user', user), 404)
+    const patch = await scim('PATCH', `/scim/v2/Users/${created.body.id}`, {
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [{ op: 'replace', path: 'department', value: 'finance' }],
+    })
+    expect(expectStatus(patch, 200).body.department).toBe('finance')
+    expectStatus(await scim('PATCH', '/scim/v2/Users/no-such-user', { schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [] }, {}), 401)
+    expectStatus(await scim('DELETE', `/scim/v2/Users/${created.body.id}`), 204)
+    expectStatus(await scim('DELETE', `/scim/v2/Users/${created.body.id}`), 404)
+  })
+
+  it('serves its documents, metrics and queue dashboard', async () => {
+    const doc = expectStatus(await call('GET', '/openapi.json'), 200)
+    expect(doc.body.openapi).toBe('3.1.0')
+    expectStatus(await call('GET', '/docs'), 200)
+    expectStatus(await call('GET', '/metrics'), 401)
+    expect(expectStatus(await asAdmin('GET', '/metrics'), 200).text).toContain('uds_http_requests_total')
+    expectStatus(await call('GET', '/admin/queues/backlog'), 401)
+    const backlog = expectStatus(await asAdmin('GET', '/admin/queues/backlog'), 200)
+    expect(backlog.body).toBeTypeOf('object')
+  })
+
+  it('answers 503 with Retry-After, never null, while the worker holding ClickHouse is stopped', async () => {
+    svc.signal('worker', 'SIGSTOP')
+    try {
+      const r = await asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/${segmentId}`)
+      expectStatus(r, 503)
+      expect(r.headers.get('retry-after')).toMatch(/^\d+$/)
+      expect(r.body.message).toMatch(/ClickHouse is unavailable: the worker process holding the embedded engine \(pid \d+.*did not answer within \d+ s/)
+      const ready = expectStatus(await call('GET', '/readyz'), 503)
+      expect(ready.body.checks.clickhouse).toMatch(/did not answer|no worker process holds/)
+    } finally {
+      svc.signal('worker', 'SIGCONT')
+    }
+    const back = await until(
+      'the segment size again',
+      () => asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/${segmentId}`),
+      (r) => r.status === 200,
+      30_000,
+      200,
+    )
+    expect(back.body.size).toBe(1)
+  })
+
+  it('has called every mounted route with a success and, where callers can be refused, a refusal', async () => {
+    expect(untouchedRoutes(await servedRoutes(call, admin))).toEqual([])
+  })
+})
