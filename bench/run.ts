@@ -1,7 +1,7 @@
 // `make bench`: the benchmarks in one run on this machine, each part in a process of its own,
 // printed as one table (every figure beside its goal) and written to bench/results/<time>.json.
-// BENCH_PARTS picks the parts (default raw,ingest,identity,reads,export; `ingest` is
-// embedded,split). The ingest and identity parts run on the preloaded database.
+// BENCH_PARTS picks the parts (default raw,ingest,identity,segments,reads,export; `ingest` is
+// embedded,split). The ingest, identity and segments parts run on the preloaded database.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { benchExport, type ExportBenchResult } from './export.js'
@@ -30,6 +30,14 @@ interface Ingest {
   acceptedToDone?: { rps: number; p50Ms: number; p99Ms: number; pollMs: number; requests: number }
   duringDrain?: LatencyFigure & { rps: number; secondsWhileDraining: number; backlogObjects: number }
 }
+interface SegmentSize {
+  segmentSize: number | null
+  rps: number
+  atRest: LatencyFigure
+  duringDrain: LatencyFigure
+  secondsWhileDraining: number
+  backlogObjects: number
+}
 interface Raw {
   pgUpsertRowsPerSecond: number
   chInsertRowsPerSecond: number
@@ -54,7 +62,7 @@ interface Identity {
 const USERS = Number(process.env.BENCH_USERS ?? 100_000)
 const EVENTS = Number(process.env.BENCH_PRELOAD_EVENTS ?? 10_000_000)
 const ALIASES: Record<string, string[]> = { ingest: ['embedded', 'split'] }
-const PARTS = new Set((process.env.BENCH_PARTS ?? 'raw,ingest,identity,reads,export').split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'raw,ingest,identity,segments,reads,export').split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
 
 /** The issue 12 floor for one ingest run: its rows at the raw rates, against the time it took. */
 function floorOf(r: Ingest, raw: Raw) {
@@ -86,7 +94,8 @@ async function main() {
   const preloads: unknown[] = []
   const identity: Identity[] = []
   const ingest: Ingest[] = []
-  if (PARTS.has('embedded') || PARTS.has('split') || PARTS.has('identity')) {
+  let segments: SegmentSize | undefined
+  if (PARTS.has('embedded') || PARTS.has('split') || PARTS.has('identity') || PARTS.has('segments')) {
     // Identity is measured at a tenth of the events, then at all of them, in the same preload.
     if (PARTS.has('identity')) {
       preloads.push(await timed('preload', () => runPart('bench/preload.ts', ['--fresh', String(Math.round(EVENTS / 10))])))
@@ -99,6 +108,7 @@ async function main() {
     for (const mode of ['embedded', 'split']) {
       if (PARTS.has(mode)) ingest.push(await timed(mode, () => runPart('bench/ingest.ts', [mode, String(USERS)]) as Promise<Ingest>))
     }
+    if (PARTS.has('segments')) segments = await timed('segments', () => runPart('bench/segment-size.ts', [String(USERS)]) as Promise<SegmentSize>)
   }
   const reads = PARTS.has('reads') ? await timed('reads', () => runPart('bench/reads.ts') as Promise<Reads>) : undefined
   const exports: ExportBenchResult[] = []
@@ -184,6 +194,16 @@ async function main() {
       rows.push([`identity: ${k} at both sizes, difference`, `${Math.round(spread * 100)}%`, 'within 20%', verdict(spread <= 0.2)])
     }
   }
+  if (segments) {
+    const sized = `${segments.segmentSize === null ? '?' : n(segments.segmentSize)}-member segment`
+    rows.push([`split: segment size of a ${sized} at ${segments.rps}/s, at rest`, `p50 ${segments.atRest.p50Ms} ms, p99 ${segments.atRest.p99Ms} ms; ${segments.atRest.failures} failed`, '', ''])
+    rows.push([
+      `split: segment size of a ${sized} while ${n(segments.backlogObjects)} objects drain (${segments.secondsWhileDraining} s)`,
+      `p50 ${segments.duringDrain.p50Ms} ms, p99 ${segments.duringDrain.p99Ms} ms; ${segments.duringDrain.failures} failed`,
+      'p99 < 250 ms (aim 100)',
+      verdict(segments.duringDrain.p99Ms < 250 && segments.duringDrain.failures === 0),
+    ])
+  }
   for (const e of exports) rows.push([`export of ${n(e.users)} users`, `${n(e.usersPerSecond)} users/s`, `peak RSS ${e.peakRssMb} MiB`, ''])
   if (reads) {
     rows.push(['/subscription/status/get (10 keys)', `${n(reads.subscriptionGet.requestsPerSecond)} req/s`, `p99 ${reads.subscriptionGet.p99Ms} ms`, ''])
@@ -195,7 +215,7 @@ async function main() {
   const dir = path.join(root, 'bench/results')
   mkdirSync(dir, { recursive: true })
   const file = path.join(dir, `${startedAt.replace(/[:.]/g, '-')}.json`)
-  Object.assign(out, { raw, preloads, ...ingestOut, identity, reads, exports, partSeconds, table: rows })
+  Object.assign(out, { raw, preloads, ...ingestOut, identity, segments, reads, exports, partSeconds, table: rows })
   writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`)
   console.log(`\nwritten to ${path.relative(root, file)}`)
 }

@@ -5,6 +5,7 @@ import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queu
 import { isTrackQueue } from '../shared/queue/track-jobs.js'
 import type { Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
+import { ReadPriority } from './clickhouse-reads/priority.js'
 import { serveClickHouseReads } from './clickhouse-reads/server.js'
 import type { WorkerDeps } from './deps.js'
 import { startExpiredFilesSweeper } from './export/expired-files.js'
@@ -42,6 +43,7 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
     metrics,
   }
   const connection = ctx.workerRedis()
+  const readPriority = new ReadPriority()
   const workers: Worker[] = []
   for (const role of roles) {
     const jobName = jobOfRole[role]
@@ -58,6 +60,8 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
           lockMs: ctx.config.JOB_LOCK_MS,
           logger: ctx.logger,
           tracker: ctx.tracker,
+          // The history-changing queues yield to the API's reads; exports and callbacks are reads or wait on the network.
+          yieldTo: role === 'track' || role === 'identity' ? () => readPriority.yield() : undefined,
           onOutcome: (q, outcome, seconds) => {
             const family = isTrackQueue(q) ? 'track' : q
             metrics.jobs.inc({ queue: family, outcome: outcome.status })
@@ -85,6 +89,7 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
       redis: ctx.redis,
       prefix: ctx.config.QUEUE_PREFIX,
       reads: ctx.clickhouseReads,
+      priority: readPriority,
       logger: ctx.logger,
     })
     workers[0].once('closing', () => void server.stop())

@@ -51,6 +51,8 @@ export interface RunnerOptions<N extends JobName> {
   logger: Logger
   tracker: RequestTracker
   onOutcome?: (queue: string, outcome: Outcome, seconds: number) => void
+  /** Awaited before each batch is applied: work that must go first (the API's ClickHouse reads). */
+  yieldTo?: () => Promise<void>
 }
 
 const MAX_BACKOFF_MS = 10_000
@@ -153,6 +155,7 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
     const batch = [first, ...(ordered && isBatchProcessor(processor) ? await step('peek', () => waitingBehind(opts.queues, queue, processor, first.data)) : [])]
     const requestOf = (e: BatchEntry<N>) => (e.data as { requestId: string }).requestId
     await step('mark started', () => opts.tracker.markStartedMany([...new Set(batch.map(requestOf))]))
+    await opts.yieldTo?.()
     const started = process.hrtime.bigint()
     const outcomes = await applyBatch(batch, job)
     const seconds = Number(process.hrtime.bigint() - started) / 1e9

@@ -2,6 +2,7 @@ import type { Filter } from '../domain/segment-filter.js'
 import { compileSegmentFilter, type CompiledFilter } from '../domain/segment-sql.js'
 import type { ClickHouse } from './client.js'
 import { historyTablesOf } from './event-repository.js'
+import { inlineQueryParams } from './literals.js'
 
 /** One segment member as stored: the profile id (a UInt64, kept as text) and its record JSON. */
 export interface MemberRow {
@@ -13,13 +14,18 @@ export function compileFor(ch: ClickHouse, filter: Filter): CompiledFilter {
   return compileSegmentFilter(filter, historyTablesOf(ch))
 }
 
-/** Current member count of a segment: every input lives in ClickHouse. */
+/**
+ * Current member count of a segment: every input lives in ClickHouse. Its parameters go in as
+ * literals, so on the embedded engine the count runs beside the track worker's queries, not
+ * behind them (`inlineQueryParams`).
+ */
 export async function countSegmentMembers(ch: ClickHouse, workspaceId: string, filter: Filter): Promise<number> {
   const compiled = compileFor(ch, filter)
   const rs = await ch.client.query({
-    query: `SELECT count() AS n FROM ${ch.database}.profile_snapshots FINAL
-             WHERE workspace_id = {ws:String} AND ${compiled.where}`,
-    query_params: { ...compiled.params, ws: workspaceId, after: 0 },
+    query: inlineQueryParams(
+      `SELECT count() AS n FROM ${ch.database}.profile_snapshots FINAL WHERE workspace_id = {ws:String} AND ${compiled.where}`,
+      { ...compiled.params, ws: workspaceId, after: 0 },
+    ),
     format: 'JSONEachRow',
   })
   const rows = await rs.json<{ n: string }>()

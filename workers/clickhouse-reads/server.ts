@@ -10,6 +10,7 @@ import {
   type ClickHouseReadReply,
   type HolderInfo,
 } from '../../shared/queue/clickhouse-reads.js'
+import type { ReadPriority } from './priority.js'
 
 /** Reads answered at once, side by side; more wait in the list. */
 const MAX_IN_FLIGHT = 8
@@ -33,9 +34,11 @@ export async function serveClickHouseReads(opts: {
   redis: Redis
   prefix: string
   reads: ClickHouseReads
+  /** Holds new track and identity batches back while a read runs. */
+  priority: ReadPriority
   logger: Logger
 }): Promise<ReadServer> {
-  const { blocking, redis, reads, logger } = opts
+  const { blocking, redis, reads, priority, logger } = opts
   const keys = clickhouseReadKeys(opts.prefix)
   const me = JSON.stringify({ pid: process.pid, host: os.hostname() } satisfies HolderInfo)
   const beat = () => redis.set(keys.holder, me, 'PX', HOLDER_HEARTBEAT_TTL_MS).catch(() => {})
@@ -57,7 +60,9 @@ export async function serveClickHouseReads(opts: {
     if (Date.now() > request.deadline) return
     let reply: ClickHouseReadReply
     try {
-      const value = request.op === 'segment_size' ? await reads.segmentSize(request.workspace_id, request.filter as Filter) : await reads.check()
+      const value = await priority.run<number | string>(() =>
+        request.op === 'segment_size' ? reads.segmentSize(request.workspace_id, request.filter as Filter) : reads.check(),
+      )
       reply = { id: request.id, ok: true, value }
     } catch (e) {
       logger.error({ err: e, op: request.op }, 'ClickHouse read failed')
