@@ -1,3 +1,5 @@
+import { renameSync } from 'node:fs'
+import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { localServer } from '../helpers/ports.js'
 import { caller, expectStatus, servedRoutes, untouchedRoutes, waitDone, type Call } from '../helpers/route-tour.js'
@@ -95,6 +97,12 @@ describe("make run's layout (API and worker processes)", () => {
       const lines = [...(await unzip(Buffer.from(await zip.arrayBuffer()))).values()].flatMap((text) => text.trim().split('\n'))
       expect(lines.map((l) => JSON.parse(l).external_id).sort()).toEqual(['u1', 'u2', 'u3'])
       expectStatus(await call('GET', `${url.pathname}?signature=forged`), 403)
+      // An API process whose DATA_DIR lacks the worker's files (another host) says so, never a broken ZIP.
+      const files = path.join(svc.dataDir, 'exports', ...exp.body.object_prefix.split('/'))
+      renameSync(files, `${files}.elsewhere`)
+      const away = expectStatus(await call('GET', `${url.pathname}${url.search}`), 503)
+      expect(away.body.message).toMatch(/is not in this API process's DATA_DIR/)
+      renameSync(`${files}.elsewhere`, files)
 
       const status = expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/exports/${exp.body.export_id}`), 200)
       expect(status.body).toMatchObject({ status: 'done', users_exported: 3 })

@@ -1,5 +1,6 @@
 import { once } from 'node:events'
 import { createReadStream } from 'node:fs'
+import { access } from 'node:fs/promises'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGunzip } from 'node:zlib'
@@ -7,7 +8,7 @@ import { ZipArchive } from 'archiver'
 import { Router, type Response } from 'express'
 import { z } from 'zod'
 import { getExportDownload, type ExportFile } from '../../../shared/db/repositories/export-repository.js'
-import { ApiError, notFound } from '../../../shared/errors.js'
+import { ApiError, notFound, UnavailableError } from '../../../shared/errors.js'
 import { downloadKey, signatureValid } from '../../../shared/storage/download-link.js'
 import { jsonEntryName, localExportDir } from '../../../shared/storage/export-layout.js'
 import type { ApiDeps } from '../deps.js'
@@ -22,7 +23,7 @@ export const openapi: ApiOperation[] = [
     summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
     auth: 'none',
     query: DownloadQuery,
-    responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired' },
+    responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired', 503: "the export's files are not in this API process's DATA_DIR (its export worker runs elsewhere)" },
   },
 ]
 
@@ -49,10 +50,30 @@ export function exportDownloadRoutes(deps: ApiDeps): Router {
     }
     const expiresAt = found.finished_at.getTime() + deps.config.EXPORT_URL_TTL_SECONDS * 1000
     if (Date.now() >= expiresAt) throw new ApiError(410, 'link_expired', `this download link expired at ${new Date(expiresAt).toISOString()}`)
-    await sendZip(res, localExportDir(deps.config.DATA_DIR, found.object_prefix), found.files, path.basename(found.object_prefix))
+    const dir = localExportDir(deps.config.DATA_DIR, found.object_prefix)
+    // The export worker wrote the files into its DATA_DIR: an API process on another host has none of them.
+    const missing = await firstMissing(dir, found.files)
+    if (missing) {
+      throw new UnavailableError(
+        `the export's file ${missing} is not in this API process's DATA_DIR: the API and the export worker must share one DATA_DIR, or the workspace needs export storage`,
+        60,
+      )
+    }
+    await sendZip(res, dir, found.files, path.basename(found.object_prefix))
   })
 
   return r
+}
+
+async function firstMissing(dir: string, files: ExportFile[]): Promise<string | undefined> {
+  for (const file of files) {
+    try {
+      await access(path.join(dir, file.name))
+    } catch {
+      return file.name
+    }
+  }
+  return undefined
 }
 
 /**
