@@ -148,6 +148,8 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
   }
 
   const run = async (job: Job) => {
+    // Before the batch is gathered: while the first job waits, the jobs behind it may still join.
+    await opts.yieldTo?.()
     const first: BatchEntry<N> = {
       id: job.id!,
       data: (isBatchProcessor(processor) ? job.data : JobPayloads[opts.jobName].parse(job.data)) as JobOf<N>,
@@ -155,7 +157,6 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
     const batch = [first, ...(ordered && isBatchProcessor(processor) ? await step('peek', () => waitingBehind(opts.queues, queue, processor, first.data)) : [])]
     const requestOf = (e: BatchEntry<N>) => (e.data as { requestId: string }).requestId
     await step('mark started', () => opts.tracker.markStartedMany([...new Set(batch.map(requestOf))]))
-    await opts.yieldTo?.()
     const started = process.hrtime.bigint()
     const outcomes = await applyBatch(batch, job)
     const seconds = Number(process.hrtime.bigint() - started) / 1e9
