@@ -3,11 +3,11 @@
 // Prints one JSON line: the full-size load, and in the split layout the figures of issue 12
 // measured with small requests (fixed rate, after the full load).
 import { randomBytes } from 'node:crypto'
-import { dropQueueKeys, percentile, sleep } from './lib.js'
+import { dropQueueKeys, percentile } from './lib.js'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { WORKER_NICE } from '../bin/process-flags.js'
 import { startLayout, type Layout } from './layout.js'
-import { allFinished, closedLoop, openLoop, post, progress, round, summarize, timeToDone, type Target } from './load.js'
+import { allFinished, closedLoop, openLoop, post, round, summarize, timeToDone, whileDraining, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const mode = process.argv[2] === 'split' ? 'split' : 'embedded'
@@ -106,34 +106,12 @@ async function acceptedToDone(t: Target, prefix: string) {
  * request was done count (drained the whole window when `drainedAfterMs` is null).
  */
 async function duringDrain(layout: Layout, t: Target, bodies: string[], prefix: string) {
-  await layout.stopWorker()
   const send = smallSender(t, prefix)
-  // Warm-up before the backlog (the API's connections and code paths), while nothing is applied.
-  await openLoop({ rps: DRAIN.rps, seconds: 0, warmUpSeconds: WARM_UP_SECONDS, send })
-  const backlog = await closedLoop({
-    count: DRAIN.requests,
-    concurrency: CONCURRENCY,
-    stopAt429: true,
-    send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i % bodies.length]),
-  })
-  await layout.startWorker()
-  const workerReadyAt = performance.now()
-  let drainedAt: number | undefined
-  let measuring = true
-  const last = backlog.ids[backlog.ids.length - 1]
-  const watcher = (async () => {
-    while (measuring && last) {
-      const p = await progress(t.urls[0], t.key, last)
-      if (p.status === 'done' || p.status === 'failed') {
-        drainedAt = performance.now()
-        return
-      }
-      await sleep(50)
-    }
-  })()
-  const run = await openLoop({ rps: DRAIN.rps, seconds: DRAIN.seconds, warmUpSeconds: 0, send })
-  measuring = false
-  await watcher
+  // The warm-up (the API's connections and code paths) runs before the backlog, while nothing is applied.
+  const warmUp = () => openLoop({ rps: DRAIN.rps, seconds: 0, warmUpSeconds: WARM_UP_SECONDS, send })
+  const { result: run, drainedAt, workerReadyAt, backlog } = await whileDraining(layout, t, { bodies, count: DRAIN.requests, warmUp }, () =>
+    openLoop({ rps: DRAIN.rps, seconds: DRAIN.seconds, warmUpSeconds: 0, send }),
+  )
   const during = run.samples.filter((s) => drainedAt === undefined || s.due < drainedAt)
   const measuredUntil = Math.min(drainedAt ?? Infinity, run.lastSendAt)
   return {

@@ -300,3 +300,44 @@ export async function timeToDone(url: string, key: string, id: string, since: nu
 }
 
 export const round = (n: number) => Math.round(n * 100) / 100
+
+/**
+ * Runs `measure` while the worker drains a full-size backlog: the worker is stopped (then
+ * `backlog.warmUp` runs, while nothing is applied), the backlog enqueued (until `count` requests or
+ * the first 429: the bound is reached), the worker started again, then `measure` runs. `drainedAt` is when the backlog's last request was first seen done
+ * (50 ms resolution), undefined when it was still draining as `measure` ended.
+ */
+export async function whileDraining<T>(
+  layout: { stopWorker(): Promise<void>; startWorker(): Promise<void> },
+  t: Target,
+  backlog: { bodies: string[]; count: number; warmUp?: () => Promise<unknown> },
+  measure: () => Promise<T>,
+): Promise<{ result: T; backlog: ClosedLoopResult & { stoppedAt429: boolean }; workerReadyAt: number; drainedAt?: number }> {
+  await layout.stopWorker()
+  await backlog.warmUp?.()
+  const sent = await closedLoop({
+    count: backlog.count,
+    concurrency: 32,
+    stopAt429: true,
+    send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', backlog.bodies[i % backlog.bodies.length]),
+  })
+  await layout.startWorker()
+  const workerReadyAt = performance.now()
+  let drainedAt: number | undefined
+  let measuring = true
+  const last = sent.ids[sent.ids.length - 1]
+  const watcher = (async () => {
+    while (measuring && last) {
+      const p = await progress(t.urls[0], t.key, last)
+      if (p.status === 'done' || p.status === 'failed') {
+        drainedAt = performance.now()
+        return
+      }
+      await sleep(50)
+    }
+  })()
+  const result = await measure()
+  measuring = false
+  await watcher
+  return { result, backlog: sent, workerReadyAt, drainedAt }
+}

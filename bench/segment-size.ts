@@ -5,10 +5,10 @@
 // at its scheduled instant and its latency counts from that instant.
 // Usage: tsx bench/segment-size.ts [users]. Prints one JSON line.
 import { randomBytes } from 'node:crypto'
-import { dropQueueKeys, sleep } from './lib.js'
+import { dropQueueKeys } from './lib.js'
 import { requestsFor, trackBody, PER_KIND } from './ingest-load.js'
 import { startLayout } from './layout.js'
-import { closedLoop, openLoop, post, progress, request, round, summarize, type Answer } from './load.js'
+import { openLoop, request, round, summarize, whileDraining, type Answer } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const USERS = Number(process.argv[2] ?? 100_000)
@@ -41,28 +41,11 @@ async function main() {
     // At rest first: the read's own cost, without a backlog.
     const atRest = await openLoop({ rps: READ_RPS, seconds: Math.min(READ_SECONDS, 10), warmUpSeconds: 2, send: read })
 
-    await layout.stopWorker()
     const bodies = Array.from({ length: requestsFor(USERS) }, (_, i) => trackBody(i, USERS, `g${tag}-`))
-    const backlog = await closedLoop({
-      count: BACKLOG_REQUESTS,
-      concurrency: 32,
-      stopAt429: true,
-      send: (i) => post(api, preloaded.workspace.key, '/users/track', bodies[i % bodies.length]),
-    })
-    await layout.startWorker()
-    let drainedAt: number | undefined
-    let measuring = true
-    const last = backlog.ids[backlog.ids.length - 1]
-    const watcher = (async () => {
-      while (measuring && last) {
-        const p = await progress(api, preloaded.workspace.key, last)
-        if (p.status === 'done' || p.status === 'failed') return void (drainedAt = performance.now())
-        await sleep(50)
-      }
-    })()
-    const run = await openLoop({ rps: READ_RPS, seconds: READ_SECONDS, warmUpSeconds: 0, send: read })
-    measuring = false
-    await watcher
+    const target = { urls: [api], key: preloaded.workspace.key }
+    const { result: run, drainedAt, backlog } = await whileDraining(layout, target, { bodies, count: BACKLOG_REQUESTS }, () =>
+      openLoop({ rps: READ_RPS, seconds: READ_SECONDS, warmUpSeconds: 0, send: read }),
+    )
     const during = run.samples.filter((s) => drainedAt === undefined || s.due < drainedAt)
     console.log(
       JSON.stringify({
