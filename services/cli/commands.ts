@@ -87,216 +87,225 @@ function readFileOrFail(file: string): string {
   }
 }
 
-function workspaceCommands(program: Command) {
-  const workspace = program.command('workspace').description('workspaces')
-  workspace
-    .command('create <name>')
-    .description('create a workspace')
-    .action(
-      act(async (conn, name: string) => {
-        const ws = (await adminRequest(conn, 'POST', '/workspaces', { name })) as Body
-        return { data: ws, lines: describe(`created workspace ${ws.name}`, { id: ws.id }) }
-      }),
-    )
+/** A call to the operator API: the path under /admin/v1 and the body to send. */
+interface AdminCall {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE'
+  path: string
+  body?: unknown
 }
 
-function keyCommands(program: Command) {
-  const key = program.command('key').description('API keys')
-  key
-    .command('create <workspace-id>')
-    .description('create an API key (the key is shown once)')
-    .requiredOption('--name <name>', 'a name that says who uses the key')
-    .addOption(
-      new Option('--permissions <list>', `comma-separated, from: ${Permissions.join(', ')}`)
-        .argParser(parsePermissions)
-        .default([...Permissions], 'all of them'),
-    )
-    .action(
-      act(async (conn, ws: string, opts: { name: string; permissions: string[] }) => {
-        const k = (await adminRequest(conn, 'POST', `/workspaces/${seg(ws)}/api_keys`, opts)) as Body
-        return {
-          data: k,
-          lines: describe('created API key (store it now: it is shown only once)', { id: k.id, key: k.key, permissions: k.permissions }),
-        }
-      }),
-    )
-  key
-    .command('revoke <id>')
-    .description('revoke an API key; it stops working at once, in every API process')
-    .action(
-      act(async (conn, id: string) => {
-        await adminRequest(conn, 'DELETE', `/api_keys/${seg(id)}`)
-        return { data: { id, revoked: true }, lines: [`revoked API key ${id}`] }
-      }),
-    )
-  key
-    .command('set-permissions <id>')
-    .description("replace an API key's permissions; in force at once")
-    .requiredOption('--permissions <list>', `comma-separated, from: ${Permissions.join(', ')}`, parsePermissions)
-    .action(
-      act(async (conn, id: string, opts: { permissions: string[] }) => {
-        const k = (await adminRequest(conn, 'PUT', `/api_keys/${seg(id)}/permissions`, opts)) as Body
-        return { data: k, lines: describe(`API key ${k.id}`, { permissions: k.permissions }) }
-      }),
-    )
+/**
+ * One operator command: where it sits (`group` and the command line after it), what it asks of
+ * the operator API, and what it prints (`data` for --json, the response by default).
+ */
+interface AdminCommand {
+  group: keyof typeof Groups
+  usage: string
+  description: string
+  arguments?: Argument[]
+  options?: Option[]
+  call(args: any[], opts: Body): AdminCall
+  show(response: Body, args: any[], opts: Body): { lines: string[]; data?: unknown }
 }
 
-function scimTokenCommands(program: Command) {
-  const token = program.command('scim-token').description('SCIM tokens')
-  token
-    .command('create')
-    .description('create a SCIM token (shown once); SCIM calls must send X-Request-Origin equal to --origin')
-    .requiredOption('--origin <origin>', 'the request origin SCIM clients will send')
-    .action(
-      act(async (conn, opts: { origin: string }) => {
-        const t = (await adminRequest(conn, 'POST', '/scim_tokens', { request_origin: opts.origin })) as Body
-        return {
-          data: t,
-          lines: describe('created SCIM token (store it now: it is shown only once)', { id: t.id, token: t.token, origin: opts.origin }),
-        }
+const Groups = {
+  workspace: 'workspaces',
+  key: 'API keys',
+  'scim-token': 'SCIM tokens',
+  'subscription-group': 'subscription groups',
+  segment: 'segments',
+  'global-control-group': 'the global control group',
+  'export-storage': "where a workspace's exports go",
+  'rate-limits': "a workspace's rate limits",
+  'blocked-ids': 'external ids that /users/track refuses',
+  export: 'exports',
+} as const
+
+const required = (flags: string, description: string) => new Option(flags, description).makeOptionMandatory()
+const permissionsHelp = `comma-separated, from: ${Permissions.join(', ')}`
+
+/** Every operator job of operator.md section 2 that is one call and one answer. */
+const AdminCommands: AdminCommand[] = [
+  {
+    group: 'workspace',
+    usage: 'create <name>',
+    description: 'create a workspace',
+    call: ([name]) => ({ method: 'POST', path: '/workspaces', body: { name } }),
+    show: (ws) => ({ lines: describe(`created workspace ${ws.name}`, { id: ws.id }) }),
+  },
+  {
+    group: 'key',
+    usage: 'create <workspace-id>',
+    description: 'create an API key (the key is shown once)',
+    options: [
+      required('--name <name>', 'a name that says who uses the key'),
+      new Option('--permissions <list>', permissionsHelp).argParser(parsePermissions).default([...Permissions], 'all of them'),
+    ],
+    call: ([ws], opts) => ({ method: 'POST', path: `/workspaces/${seg(ws)}/api_keys`, body: { name: opts.name, permissions: opts.permissions } }),
+    show: (k) => ({ lines: describe('created API key (store it now: it is shown only once)', { id: k.id, key: k.key, permissions: k.permissions }) }),
+  },
+  {
+    group: 'key',
+    usage: 'revoke <id>',
+    description: 'revoke an API key; it stops working at once, in every API process',
+    call: ([id]) => ({ method: 'DELETE', path: `/api_keys/${seg(id)}` }),
+    show: (_, [id]) => ({ data: { id, revoked: true }, lines: [`revoked API key ${id}`] }),
+  },
+  {
+    group: 'key',
+    usage: 'set-permissions <id>',
+    description: "replace an API key's permissions; in force at once",
+    options: [required('--permissions <list>', permissionsHelp).argParser(parsePermissions)],
+    call: ([id], opts) => ({ method: 'PUT', path: `/api_keys/${seg(id)}/permissions`, body: { permissions: opts.permissions } }),
+    show: (k) => ({ lines: describe(`API key ${k.id}`, { permissions: k.permissions }) }),
+  },
+  {
+    group: 'scim-token',
+    usage: 'create',
+    description: 'create a SCIM token (shown once); SCIM calls must send X-Request-Origin equal to --origin',
+    options: [required('--origin <origin>', 'the request origin SCIM clients will send')],
+    call: (_, opts) => ({ method: 'POST', path: '/scim_tokens', body: { request_origin: opts.origin } }),
+    show: (t, _, opts) => ({ lines: describe('created SCIM token (store it now: it is shown only once)', { id: t.id, token: t.token, origin: opts.origin }) }),
+  },
+  {
+    group: 'scim-token',
+    usage: 'revoke <id>',
+    description: 'revoke a SCIM token; it stops working at once',
+    call: ([id]) => ({ method: 'DELETE', path: `/scim_tokens/${seg(id)}` }),
+    show: (_, [id]) => ({ data: { id, revoked: true }, lines: [`revoked SCIM token ${id}`] }),
+  },
+  {
+    group: 'subscription-group',
+    usage: 'create <workspace-id>',
+    description: 'create a subscription group',
+    options: [required('--name <name>', 'group name'), required('--channel <channel>', 'email, sms or whatsapp')],
+    call: ([ws], opts) => ({ method: 'POST', path: `/workspaces/${seg(ws)}/subscription_groups`, body: { name: opts.name, channel: opts.channel } }),
+    show: (g) => ({ lines: describe(`created subscription group ${g.name}`, { id: g.subscription_group_id, channel: g.channel }) }),
+  },
+  {
+    group: 'segment',
+    usage: 'create <workspace-id>',
+    description: 'create a segment from a filter (operator.md section 3)',
+    options: [
+      required('--name <name>', 'segment name'),
+      new Option('--filter <json>', 'the filter as JSON, for example \'{"all": []}\''),
+      new Option('--filter-file <path>', 'a file holding the filter as JSON'),
+    ],
+    call: ([ws], opts) => ({ method: 'POST', path: `/workspaces/${seg(ws)}/segments`, body: { name: opts.name, filter: readFilter(opts) } }),
+    show: (s) => ({ lines: describe(`created segment ${s.name}`, { id: s.segment_id }) }),
+  },
+  {
+    group: 'segment',
+    usage: 'get <workspace-id> <segment-id>',
+    description: 'show a segment, with its current member count',
+    call: ([ws, id]) => ({ method: 'GET', path: `/workspaces/${seg(ws)}/segments/${seg(id)}` }),
+    show: (s) => ({ lines: describe(`segment ${s.name}`, { id: s.segment_id, size: s.size, filter: s.filter }) }),
+  },
+  {
+    group: 'global-control-group',
+    usage: 'set',
+    description: 'set the share of users held out of messaging',
+    arguments: [new Argument('<workspace-id>'), new Argument('<percent>', '0 to 100').argParser(parsePercent)],
+    call: ([ws, percent]) => ({ method: 'PUT', path: `/workspaces/${seg(ws)}/global_control_group`, body: { percent } }),
+    show: (g) => ({ lines: [`global control group: ${g.percent}% (users with random_bucket below ${g.random_bucket_below})`] }),
+  },
+  {
+    group: 'export-storage',
+    usage: 'set <workspace-id>',
+    description: "send this workspace's exports to an S3 bucket",
+    options: [
+      required('--bucket <bucket>', 'bucket name'),
+      required('--region <region>', 'bucket region'),
+      new Option('--endpoint <url>', 'an S3-compatible endpoint other than AWS'),
+      new Option('--force-path-style', 'address the bucket in the path (most S3-compatible servers need this)'),
+      // From the environment too, so the secret need not appear in the shell history or process list.
+      new Option('--access-key-id <id>').env('AWS_ACCESS_KEY_ID').makeOptionMandatory(),
+      new Option('--secret-access-key <secret>').env('AWS_SECRET_ACCESS_KEY').makeOptionMandatory(),
+    ],
+    call: ([ws], opts) => ({
+      method: 'PUT',
+      path: `/workspaces/${seg(ws)}/export_storage`,
+      body: {
+        bucket: opts.bucket,
+        region: opts.region,
+        endpoint: opts.endpoint,
+        force_path_style: opts.forcePathStyle,
+        access_key_id: opts.accessKeyId,
+        secret_access_key: opts.secretAccessKey,
+      },
+    }),
+    show: (s) => ({ lines: describe(`exports now go to bucket ${s.bucket}`, { region: s.region, endpoint: s.endpoint }) }),
+  },
+  {
+    group: 'export-storage',
+    usage: 'remove <workspace-id>',
+    description: 'exports go back to download URLs',
+    call: ([ws]) => ({ method: 'DELETE', path: `/workspaces/${seg(ws)}/export_storage` }),
+    show: (_, [ws]) => ({ data: { workspace_id: ws, export_storage: null }, lines: ['export storage removed: exports answer with download URLs'] }),
+  },
+  {
+    group: 'rate-limits',
+    usage: 'set <workspace-id>',
+    description: 'replace the rate-limit overrides; anything not given returns to its default',
+    options: [
+      new Option('--default-per-hour <n>', 'the shared default bucket, requests per hour').argParser(parsePositiveInt),
+      new Option(
+        '--endpoint <path=limit/window>',
+        `override a bucket, repeatable (LIMIT requests per WINDOW_SECONDS); paths: ${RateLimitedPaths.join(', ')}`,
+      ).argParser(collectEndpointLimit),
+    ],
+    call: ([ws], opts) => ({ method: 'PUT', path: `/workspaces/${seg(ws)}/rate_limits`, body: { default_per_hour: opts.defaultPerHour, endpoints: opts.endpoint } }),
+    show: (r) => {
+      const inForce = Object.entries(r.in_force as Record<string, { paths: string[]; limit: number; window_seconds: number }>)
+      const lines = inForce.map(([name, b]) => `  ${name.padEnd(26)} ${b.limit} per ${b.window_seconds} s${b.paths.length ? `  (${b.paths.join(', ')})` : ''}`)
+      return { lines: ['rate limits in force:', ...lines] }
+    },
+  },
+  {
+    group: 'blocked-ids',
+    usage: 'set <workspace-id> [external-ids...]',
+    description: 'replace the list of blocked external ids (none given: the list is emptied)',
+    call: ([ws, ids]) => ({ method: 'PUT', path: `/workspaces/${seg(ws)}/blocked_external_ids`, body: { external_ids: ids } }),
+    show: (r) => ({ lines: describe(`${r.external_ids.length} blocked external id(s)`, { ids: r.external_ids }) }),
+  },
+  {
+    group: 'export',
+    usage: 'get <workspace-id> <export-id>',
+    description: 'show the progress and files of an export',
+    call: ([ws, id]) => ({ method: 'GET', path: `/workspaces/${seg(ws)}/exports/${seg(id)}` }),
+    show: (e) => ({
+      lines: describe(`export ${e.id}`, {
+        kind: e.kind,
+        segment: e.segment_id,
+        status: e.status,
+        users: e.users_exported,
+        files: e.files,
+        started: e.started_at,
+        finished: e.finished_at,
+        error: e.error,
       }),
-    )
-  token
-    .command('revoke <id>')
-    .description('revoke a SCIM token; it stops working at once')
-    .action(
-      act(async (conn, id: string) => {
-        await adminRequest(conn, 'DELETE', `/scim_tokens/${seg(id)}`)
-        return { data: { id, revoked: true }, lines: [`revoked SCIM token ${id}`] }
-      }),
-    )
+    }),
+  },
+]
+
+/** The command group of that name, made on first use. */
+function groupOf(program: Command, name: keyof typeof Groups): Command {
+  return program.commands.find((c) => c.name() === name) ?? program.command(name).description(Groups[name])
 }
 
-function subscriptionGroupCommands(program: Command) {
-  program
-    .command('subscription-group')
-    .description('subscription groups')
-    .command('create <workspace-id>')
-    .description('create a subscription group')
-    .requiredOption('--name <name>', 'group name')
-    .requiredOption('--channel <channel>', 'email, sms or whatsapp')
-    .action(
-      act(async (conn, ws: string, opts: { name: string; channel: string }) => {
-        const g = (await adminRequest(conn, 'POST', `/workspaces/${seg(ws)}/subscription_groups`, opts)) as Body
-        return { data: g, lines: describe(`created subscription group ${g.name}`, { id: g.subscription_group_id, channel: g.channel }) }
-      }),
-    )
-}
-
-function segmentCommands(program: Command) {
-  const segment = program.command('segment').description('segments')
-  segment
-    .command('create <workspace-id>')
-    .description('create a segment from a filter (operator.md section 3)')
-    .requiredOption('--name <name>', 'segment name')
-    .option('--filter <json>', 'the filter as JSON, for example \'{"all": []}\'')
-    .option('--filter-file <path>', 'a file holding the filter as JSON')
-    .action(
-      act(async (conn, ws: string, opts: { name: string; filter?: string; filterFile?: string }) => {
-        const body = { name: opts.name, filter: readFilter(opts) }
-        const s = (await adminRequest(conn, 'POST', `/workspaces/${seg(ws)}/segments`, body)) as Body
-        return { data: s, lines: describe(`created segment ${s.name}`, { id: s.segment_id }) }
-      }),
-    )
-  segment
-    .command('get <workspace-id> <segment-id>')
-    .description('show a segment, with its current member count')
-    .action(
-      act(async (conn, ws: string, id: string) => {
-        const s = (await adminRequest(conn, 'GET', `/workspaces/${seg(ws)}/segments/${seg(id)}`)) as Body
-        return { data: s, lines: describe(`segment ${s.name}`, { id: s.segment_id, size: s.size ?? 'unknown', filter: s.filter }) }
-      }),
-    )
-}
-
-function globalControlGroupCommands(program: Command) {
-  program
-    .command('global-control-group')
-    .description('the global control group')
-    .command('set')
-    .description('set the share of users held out of messaging')
-    .argument('<workspace-id>')
-    .addArgument(new Argument('<percent>', '0 to 100').argParser(parsePercent))
-    .action(
-      act(async (conn, ws: string, percent: number) => {
-        const g = (await adminRequest(conn, 'PUT', `/workspaces/${seg(ws)}/global_control_group`, { percent })) as Body
-        return { data: g, lines: [`global control group: ${g.percent}% (users with random_bucket below ${g.random_bucket_below})`] }
-      }),
-    )
-}
-
-function exportStorageCommands(program: Command) {
-  const storage = program.command('export-storage').description("where a workspace's exports go")
-  storage
-    .command('set <workspace-id>')
-    .description("send this workspace's exports to an S3 bucket")
-    .requiredOption('--bucket <bucket>', 'bucket name')
-    .requiredOption('--region <region>', 'bucket region')
-    .option('--endpoint <url>', 'an S3-compatible endpoint other than AWS')
-    .option('--force-path-style', 'address the bucket in the path (most S3-compatible servers need this)')
-    // From the environment too, so the secret need not appear in the shell history or process list.
-    .addOption(new Option('--access-key-id <id>').env('AWS_ACCESS_KEY_ID').makeOptionMandatory())
-    .addOption(new Option('--secret-access-key <secret>').env('AWS_SECRET_ACCESS_KEY').makeOptionMandatory())
-    .action(
-      act(async (conn, ws: string, opts: Body) => {
-        const body = {
-          bucket: opts.bucket,
-          region: opts.region,
-          endpoint: opts.endpoint,
-          force_path_style: opts.forcePathStyle,
-          access_key_id: opts.accessKeyId,
-          secret_access_key: opts.secretAccessKey,
-        }
-        const s = (await adminRequest(conn, 'PUT', `/workspaces/${seg(ws)}/export_storage`, body)) as Body
-        return { data: s, lines: describe(`exports now go to bucket ${s.bucket}`, { region: s.region, endpoint: s.endpoint }) }
-      }),
-    )
-  storage
-    .command('remove <workspace-id>')
-    .description('exports go back to download URLs')
-    .action(
-      act(async (conn, ws: string) => {
-        await adminRequest(conn, 'DELETE', `/workspaces/${seg(ws)}/export_storage`)
-        return { data: { workspace_id: ws, export_storage: null }, lines: ['export storage removed: exports answer with download URLs'] }
-      }),
-    )
-}
-
-function rateLimitCommands(program: Command) {
-  program
-    .command('rate-limits')
-    .description("a workspace's rate limits")
-    .command('set <workspace-id>')
-    .description('replace the rate-limit overrides; anything not given returns to its default')
-    .option('--default-per-hour <n>', 'the shared default bucket, requests per hour', parsePositiveInt)
-    .option(
-      '--endpoint <path=limit/window>',
-      `override a bucket, repeatable (LIMIT requests per WINDOW_SECONDS); paths: ${RateLimitedPaths.join(', ')}`,
-      collectEndpointLimit,
-    )
-    .action(
-      act(async (conn, ws: string, opts: { defaultPerHour?: number; endpoint?: EndpointLimits }) => {
-        const body = { default_per_hour: opts.defaultPerHour, endpoints: opts.endpoint }
-        const r = (await adminRequest(conn, 'PUT', `/workspaces/${seg(ws)}/rate_limits`, body)) as Body
-        const inForce = Object.entries(r.in_force as Record<string, { paths: string[]; limit: number; window_seconds: number }>)
-        const lines = inForce.map(([name, b]) => `  ${name.padEnd(26)} ${b.limit} per ${b.window_seconds} s${b.paths.length ? `  (${b.paths.join(', ')})` : ''}`)
-        return { data: r, lines: ['rate limits in force:', ...lines] }
-      }),
-    )
-}
-
-function blockedIdCommands(program: Command) {
-  program
-    .command('blocked-ids')
-    .description('external ids that /users/track refuses')
-    .command('set <workspace-id> [external-ids...]')
-    .description('replace the list of blocked external ids (none given: the list is emptied)')
-    .action(
-      act(async (conn, ws: string, ids: string[]) => {
-        const r = (await adminRequest(conn, 'PUT', `/workspaces/${seg(ws)}/blocked_external_ids`, { external_ids: ids })) as Body
-        return { data: r, lines: describe(`${r.external_ids.length} blocked external id(s)`, { ids: r.external_ids }) }
-      }),
-    )
+function registerAdminCommand(program: Command, spec: AdminCommand) {
+  const command = groupOf(program, spec.group).command(spec.usage).description(spec.description)
+  for (const a of spec.arguments ?? []) command.addArgument(a)
+  for (const o of spec.options ?? []) command.addOption(o)
+  command.action(
+    act(async (conn, ...params: unknown[]) => {
+      const opts = params.pop() as Body
+      const { method, path, body } = spec.call(params, opts)
+      const response = ((await adminRequest(conn, method, path, body)) ?? {}) as Body
+      const shown = spec.show(response, params, opts)
+      return { data: shown.data ?? response, lines: shown.lines }
+    }),
+  )
 }
 
 interface ExportStartOptions {
@@ -314,26 +323,7 @@ interface ExportAccepted extends ExportDestination {
 }
 
 function exportCommands(program: Command) {
-  const exportGroup = program.command('export').description('exports')
-  exportGroup
-    .command('get <workspace-id> <export-id>')
-    .description('show the progress and files of an export')
-    .action(
-      act(async (conn, ws: string, id: string) => {
-        const e = (await adminRequest(conn, 'GET', `/workspaces/${seg(ws)}/exports/${seg(id)}`)) as Body
-        const fields = {
-          kind: e.kind,
-          segment: e.segment_id,
-          status: e.status,
-          users: e.users_exported,
-          files: e.files,
-          started: e.started_at,
-          finished: e.finished_at,
-          error: e.error,
-        }
-        return { data: e, lines: describe(`export ${e.id}`, fields) }
-      }),
-    )
+  const exportGroup = groupOf(program, 'export')
   exportGroup
     .command('start <workspace-id>')
     .description("export a segment's users (POST /users/export/segment); with --watch, follow it until done")
@@ -371,18 +361,6 @@ function acceptedLines(a: ExportAccepted): string[] {
 
 /** Every operator job of operator.md section 2, one command group per resource. */
 export function registerCommands(program: Command): void {
-  for (const register of [
-    workspaceCommands,
-    keyCommands,
-    scimTokenCommands,
-    subscriptionGroupCommands,
-    segmentCommands,
-    globalControlGroupCommands,
-    exportStorageCommands,
-    rateLimitCommands,
-    blockedIdCommands,
-    exportCommands,
-  ]) {
-    register(program)
-  }
+  for (const spec of AdminCommands) registerAdminCommand(program, spec)
+  exportCommands(program)
 }
