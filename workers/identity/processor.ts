@@ -1,7 +1,9 @@
 import type pg from 'pg'
-import { applyBatchExactlyOnce, type AppliedBatch } from '../../shared/domain/exactly-once.js'
+import { recordErasures } from '../../shared/db/repositories/override-repository.js'
+import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
-import { ok, type BatchProcessor } from '../runner.js'
+import { exactlyOnce, type Committed } from '../exactly-once.js'
+import type { BatchProcessor } from '../runner.js'
 import { applyIdentityJobs, type KeyedIdentityJob } from './apply-batch.js'
 import { waitForEarlierTrackWork } from './barrier.js'
 
@@ -9,13 +11,13 @@ import { waitForEarlierTrackWork } from './barrier.js'
 export const IDENTITY_BATCH_MAX_OPERATIONS = 500
 
 /** A batch's new jobs applied inside the exactly-once transaction, with what ClickHouse is then owed. */
-export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedIdentityJob[]): Promise<AppliedBatch> {
+export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedIdentityJob[]): Promise<Committed<undefined>> {
   const applied = await applyIdentityJobs(db, fresh, new Date().toISOString())
+  await recordErasures(db, applied.erased)
   return {
     outbox: { owners: {}, profiles: applied.changed, deleted: applied.deleted, overrides: applied.overrides },
     errors: applied.errors,
-    snapshots: [],
-    erased: applied.erased,
+    carry: undefined,
   }
 }
 
@@ -26,15 +28,20 @@ export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedId
  * are non-fatal errors on the request; the job itself succeeds.
  */
 export function createIdentityProcessor(deps: WorkerDeps): BatchProcessor<'applyIdentityChange'> {
-  return {
+  const processor = exactlyOnce<'applyIdentityChange', undefined>(deps.pg, {
+    ledgerName: 'identity',
     maxWeight: IDENTITY_BATCH_MAX_OPERATIONS,
     weight: (job) => job.operations.length,
     joins: () => true,
+    objects: (job) => job.operations.length,
+    commit: (db, fresh) => applyIdentityTransaction(db, fresh.map((f) => ({ key: f.key, job: f.entry.data }))),
+    deliver: (_owed, outboxes) => deliverToClickHouse(deps, outboxes, []),
+  })
+  return {
+    ...processor,
     async apply(batch) {
       await waitForEarlierTrackWork(deps.producer.queues, Math.max(...batch.map((b) => b.data.acceptedAt)))
-      const members = batch.map((b) => ({ key: `identity:${b.id}`, workspaceId: b.data.workspaceId, job: b.data }))
-      const errors = await applyBatchExactlyOnce(deps, members, applyIdentityTransaction, () => [])
-      return members.map((m) => ok(m.job.operations.length, errors.get(m.key)))
+      return processor.apply(batch)
     },
   }
 }

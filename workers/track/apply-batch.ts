@@ -1,5 +1,6 @@
 import type pg from 'pg'
-import { addEventSummaries, type EventSummaryDelta } from '../../shared/db/repositories/event-summary-repository.js'
+import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
+import { addEventSummaries } from '../../shared/db/repositories/event-summary-repository.js'
 import {
   allocateProfileIds,
   deleteProfiles,
@@ -9,29 +10,16 @@ import {
   setEmailSubscribe,
   touchProfiles,
   type ProfileLookup,
-  type ProfileRow,
 } from '../../shared/db/repositories/profile-repository.js'
 import { upsertProfileSubscriptions, type ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import { emptyAnonymousProfiles, findPushTokens, upsertPushTokens } from '../../shared/db/repositories/push-token-repository.js'
 import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
 import { lockProfileRecords } from '../../shared/db/repositories/user-record-repository.js'
-import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
-import { applyCustomAttribute } from '../../shared/domain/attributes.js'
-import { describeIdentifier, identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
-import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
+import { identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
+import type { TrackJob } from '../../shared/queue/track-jobs.js'
+import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, type TrackApplyError, type TrackBatch } from './apply-objects.js'
 import { ProfileIndex } from './profile-index.js'
-import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../shared/queue/track-jobs.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
-
-/** A track object the worker could not apply; the rest of its request is applied. */
-type TrackApplyError = ObjectError<'user_not_found' | 'unknown_subscription_group', TrackInputArray>
-
-const tokenKey = (appId: string, token: string) => `${appId}\u0000${token}`
-
-/** Which identifiers may create a profile when nobody has them yet (interface.md 4.1 rules 4 and 6). */
-function createsByDefault(id: Identifier): boolean {
-  return id.kind === 'external_id' || id.kind === 'email' || id.kind === 'phone'
-}
 
 /** Every identifier the jobs name, in job order (a hot loop: no spreads). */
 function identifiersOf(jobs: TrackJob[]): Identifier[] {
@@ -84,12 +72,6 @@ export function isPlainTrackJob(job: TrackJob): boolean {
   )
 }
 
-/** A job of a batch, named by its ledger key. */
-export interface KeyedTrackJob {
-  key: string
-  job: TrackJob
-}
-
 /** What a batch's commit leaves for ClickHouse and for the requests' progress. */
 export interface AppliedTrackJobs {
   /** Owner profile of each event and purchase occurrence, per job, in job order (null: not applied). */
@@ -103,9 +85,10 @@ export interface AppliedTrackJobs {
 }
 
 /**
- * Applies jobs in order inside the caller's transaction, each as if alone: attributes, then events,
- * then purchases, then subscription writes, each in request order. Jobs of one workspace share
- * one set of statements; a batch holds either plain jobs only or a single other job.
+ * Applies jobs in order inside the caller's transaction, each as if alone. Per workspace: one read
+ * loads every profile, push token and subscription group the jobs name; the jobs apply in memory
+ * (apply-objects.ts); each table's rows are written once; then the statements of the rules that
+ * read other profiles' rows (shared emails, address states), which only a non-plain job needs.
  */
 export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], now: string): Promise<AppliedTrackJobs> {
   const out: AppliedTrackJobs = { owners: new Map(), errors: new Map(), snapshots: [], reread: [], deleted: [] }
@@ -115,160 +98,80 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
     list.push(j)
     byWorkspace.set(j.job.workspaceId, list)
   }
-  for (const [ws, wsJobs] of byWorkspace) await applyWorkspaceJobs(db, ws, wsJobs, now, out)
+  for (const [ws, wsJobs] of byWorkspace) {
+    const all = wsJobs.map((j) => j.job)
+    const batch = await loadTrackBatch(db, ws, all, now)
+    const { owners, errors } = applyJobs(batch, wsJobs)
+    for (const [key, o] of owners) out.owners.set(key, o)
+    for (const [key, e] of errors) out.errors.set(key, e)
+    await writeTrackBatch(db, ws, batch)
+    const stateful = await applyStatefulRules(db, ws, batch, all)
+    collectChanges(ws, batch, stateful, all.every(isPlainTrackJob), out)
+  }
   return out
 }
 
-async function applyWorkspaceJobs(db: pg.PoolClient, ws: string, jobs: KeyedTrackJob[], now: string, out: AppliedTrackJobs): Promise<void> {
-  const all = jobs.map((j) => j.job)
-  const plain = all.every(isPlainTrackJob)
+/** The batch's one read: profiles (locked) with their record parts, push tokens, subscription groups; ids for profiles it may create. */
+async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string): Promise<TrackBatch> {
   const idPool: number[] = []
-  const ids = identifiersOf(all)
+  const ids = identifiersOf(jobs)
   const index = new ProfileIndex(await lockProfileRecords(db, ws, lookupOf(ids)), ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
-  idPool.push(...(await allocateProfileIds(db, creationsAtMost(all, ids, index))))
+  idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
+  const tokens = jobs.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
+  const groupIds = [...new Set(jobs.flatMap((job) => job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id))))]
+  return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
+}
 
-  const tokens = all.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
-  const tokenOwners = new Map((await findPushTokens(db, ws, tokens)).map((t) => [tokenKey(t.app_id, t.token), t]))
-  const tokenWrites = new Map<string, { app_id: string; token: string; profile_id: number; device_id: string | null }>()
-  const formerTokenOwners = new Set<number>()
-
-  const groupIds = [...new Set(all.flatMap((job) => job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id))))]
-  const groups = await findSubscriptionGroups(db, ws, groupIds)
-  const subscriptions: ProfileSubscription[] = []
-  const sharedEmailChanges: { email: string; groups: ProfileSubscription[]; emailSubscribe?: string; source: number }[] = []
-  const explicitEmailSubscribe = new Map<number, string>()
-  const summaries = new Map<string, EventSummaryDelta>()
-  let errors: TrackApplyError[] = []
-
-  const resolve = (id: Identifier, explicitUpdateExistingOnly: boolean | undefined, kind: TrackInputArray, i: number) => {
-    const found = index.find(id)
-    if (found) return found
-    const mayCreate = explicitUpdateExistingOnly === undefined ? createsByDefault(id) : !explicitUpdateExistingOnly
-    if (mayCreate && id.kind !== 'service_id') return index.create(id)
-    errors.push({ type: 'user_not_found', input_array: kind, index: i, message: `no user found for ${describeIdentifier(id)}` })
-    return undefined
-  }
-
-  const attachTokens = (profile: ProfileRow, op: AttributeOp) => {
-    for (const t of op.pushTokens) {
-      const key = tokenKey(t.app_id, t.token)
-      const owner = tokenWrites.get(key)?.profile_id ?? tokenOwners.get(key)?.profile_id
-      if (owner !== undefined && owner !== profile.id) formerTokenOwners.add(owner)
-      tokenWrites.set(key, { app_id: t.app_id, token: t.token, profile_id: profile.id, device_id: t.device_id ?? null })
-    }
-  }
-
-  const applyAttributes = (profile: ProfileRow, op: AttributeOp) => {
-    const pushSubscribeBefore = profile.push_subscribe
-    for (const [field, value] of Object.entries(op.fields)) {
-      if (field === 'email' || field === 'phone') index.setAddress(profile, field, value ?? null)
-      else (profile as unknown as Record<string, unknown>)[field] = value
-    }
-    if (op.fields.push_subscribe === 'opted_in' && pushSubscribeBefore !== 'opted_in') profile.push_opted_in_at = now
-    for (const [name, value] of Object.entries(op.custom)) applyCustomAttribute(profile.custom_attributes, name, value)
-    attachTokens(profile, op)
-    const groupChanges: ProfileSubscription[] = []
-    for (const g of op.subscriptionGroups) {
-      if (!groups.has(g.subscription_group_id)) {
-        errors.push({ type: 'unknown_subscription_group', input_array: 'attributes', index: op.index, message: `unknown subscription_group_id ${g.subscription_group_id}` })
-        continue
-      }
-      groupChanges.push({ profile_id: profile.id, group_id: g.subscription_group_id, state: g.subscription_state })
-    }
-    subscriptions.push(...groupChanges)
-    const emailSubscribeChanged = op.fields.email_subscribe !== undefined && op.fields.email_subscribe !== null
-    if (emailSubscribeChanged) explicitEmailSubscribe.set(profile.id, op.fields.email_subscribe!)
-    if (profile.email && (groupChanges.length || emailSubscribeChanged)) {
-      sharedEmailChanges.push({
-        email: profile.email,
-        groups: groupChanges,
-        emailSubscribe: emailSubscribeChanged ? op.fields.email_subscribe! : undefined,
-        source: profile.id,
-      })
-    }
-    index.touch(profile)
-  }
-
-  const record = (profile: ProfileRow, kind: 'event' | 'purchase', name: string, time: string) => {
-    const key = `${profile.id}\u0000${kind}\u0000${name}`
-    const s = summaries.get(key)
-    if (!s) summaries.set(key, { profile_id: profile.id, kind, name, first_at: time, last_at: time, count: 1 })
-    else {
-      s.count += 1
-      if (time < s.first_at) s.first_at = time
-      if (time > s.last_at) s.last_at = time
-    }
-    index.addOccurrence(profile, kind, name, time)
-  }
-
-  for (const { key, job } of jobs) {
-    errors = []
-    for (const op of job.attributes) {
-      if (op.pushTokenImport) {
-        for (const t of op.pushTokens) {
-          const tk = tokenKey(t.app_id, t.token)
-          if (tokenOwners.has(tk) || tokenWrites.has(tk)) continue
-          const anonymous = index.create(undefined, { anonymous: true })
-          applyAttributes(anonymous, { ...op, pushTokens: [t] })
-        }
-        continue
-      }
-      const profile = resolve(op.identifier!, op.updateExistingOnly, 'attributes', op.index)
-      if (profile) applyAttributes(profile, op)
-    }
-    const owners: (number | null)[] = []
-    const applyOccurrence = (op: EventOp | PurchaseOp, kind: 'event' | 'purchase') => {
-      const profile = resolve(op.identifier, undefined, kind === 'event' ? 'events' : 'purchases', op.index)
-      owners.push(profile?.id ?? null)
-      if (profile) record(profile, kind, 'name' in op ? op.name : op.product_id, op.time)
-    }
-    for (const e of job.events) applyOccurrence(e, 'event')
-    for (const p of job.purchases) applyOccurrence(p, 'purchase')
-    out.owners.set(key, owners)
-    out.errors.set(key, errors)
-  }
-
-  const { created, changed } = index.rowsToSave()
+/** Each table's rows, written once. */
+async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
+  const { created, changed } = batch.profiles.rowsToSave()
   await saveProfiles(db, created, changed)
-  await insertAliases(db, ws, index.newAliases)
-  await upsertPushTokens(db, ws, [...tokenWrites.values()])
-  await addEventSummaries(db, [...summaries.values()])
+  await insertAliases(db, ws, batch.profiles.newAliases)
+  await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
+  await addEventSummaries(db, [...batch.summaries.values()])
+}
 
-  const touched = new Set(index.touchedIds())
-  /** Profiles changed by statements below: their snapshots are read back after the commit. */
-  const stateful = new Set<number>()
-  const sharers = await applySharedEmailChanges(db, ws, sharedEmailChanges)
-  await upsertProfileSubscriptions(db, [...subscriptions, ...sharers.subscriptions])
-  for (const id of sharers.touched) stateful.add(id)
-  await touchProfiles(db, [...sharers.touched].filter((id) => !index.created.has(id) && !index.changed.has(id)))
+/**
+ * The rules whose effects reach profiles the batch did not load (users sharing an email, states
+ * stored for an address, subscription and email-state requests, push-import profiles left without
+ * tokens); answers the profiles they changed by statement.
+ */
+async function applyStatefulRules(db: pg.PoolClient, ws: string, batch: TrackBatch, jobs: TrackJob[]): Promise<{ changed: Set<number>; deleted: { id: number; version: number }[] }> {
+  const { profiles } = batch
+  const changed = new Set<number>()
+  const sharers = await applySharedEmailChanges(db, ws, batch.sharedEmailChanges)
+  await upsertProfileSubscriptions(db, [...batch.subscriptions, ...sharers.subscriptions])
+  for (const id of sharers.touched) changed.add(id)
+  await touchProfiles(db, [...sharers.touched].filter((id) => !profiles.created.has(id) && !profiles.changed.has(id)))
 
-  const addressProfiles = [...index.addressChanged].map((id) => index.get(id)!)
+  const addressProfiles = [...profiles.addressChanged].map((id) => profiles.get(id)!)
   for (const id of [
     ...(await applyPendingAddressStates(db, ws, addressProfiles)),
-    ...(await reapplyExplicitEmailSubscribe(db, index.addressChanged, explicitEmailSubscribe)),
-    ...(await applySubscriptionChanges(db, ws, all.flatMap((j) => j.subscriptionChanges))),
-    ...(await applyEmailStateChanges(db, ws, all.flatMap((j) => j.emailStateChanges))),
+    ...(await reapplyExplicitEmailSubscribe(db, profiles.addressChanged, batch.explicitEmailSubscribe)),
+    ...(await applySubscriptionChanges(db, ws, jobs.flatMap((j) => j.subscriptionChanges))),
+    ...(await applyEmailStateChanges(db, ws, jobs.flatMap((j) => j.emailStateChanges))),
   ]) {
-    stateful.add(id)
+    changed.add(id)
   }
-
   // A temporary push-import profile whose last token moved to a real user is cleaned up.
-  const deletedProfiles = await deleteProfiles(db, await emptyAnonymousProfiles(db, [...formerTokenOwners]))
-  for (const d of deletedProfiles) {
-    touched.delete(d.id)
-    stateful.delete(d.id)
-  }
-  if (deletedProfiles.length) out.deleted.push({ workspaceId: ws, profiles: deletedProfiles })
+  const deleted = await deleteProfiles(db, await emptyAnonymousProfiles(db, [...batch.formerTokenOwners]))
+  for (const d of deleted) changed.delete(d.id)
+  return { changed, deleted }
+}
 
-  const reread = plain ? [...stateful] : [...new Set([...touched, ...stateful])]
+/** What ClickHouse is owed: snapshots built in memory for a plain batch, the others read back after the commit. */
+function collectChanges(ws: string, batch: TrackBatch, stateful: { changed: Set<number>; deleted: { id: number; version: number }[] }, plain: boolean, out: AppliedTrackJobs): void {
+  const touched = new Set(batch.profiles.touchedIds())
+  for (const d of stateful.deleted) touched.delete(d.id)
+  if (stateful.deleted.length) out.deleted.push({ workspaceId: ws, profiles: stateful.deleted })
+  const reread = plain ? [...stateful.changed] : [...new Set([...touched, ...stateful.changed])]
   if (reread.length) out.reread.push({ workspaceId: ws, profileIds: reread })
-  if (plain) {
-    for (const id of touched) {
-      if (stateful.has(id)) continue
-      const { record: r, version, randomBucket } = index.recordOf(id)
-      out.snapshots.push({ workspace_id: ws, profile_id: id, version, random_bucket: randomBucket, record: r })
-    }
+  if (!plain) return
+  for (const id of touched) {
+    if (stateful.changed.has(id)) continue
+    const { record, version, randomBucket } = batch.profiles.recordOf(id)
+    out.snapshots.push({ workspace_id: ws, profile_id: id, version, random_bucket: randomBucket, record })
   }
 }
 
@@ -290,7 +193,7 @@ async function reapplyExplicitEmailSubscribe(db: pg.PoolClient, addressChanged: 
 async function applySharedEmailChanges(
   db: pg.PoolClient,
   workspaceId: string,
-  changes: { email: string; groups: ProfileSubscription[]; emailSubscribe?: string; source: number }[],
+  changes: SharedEmailChange[],
 ): Promise<{ subscriptions: ProfileSubscription[]; touched: Set<number> }> {
   const touched = new Set<number>()
   const subscriptions: ProfileSubscription[] = []

@@ -1,8 +1,11 @@
 import type { EventRow } from '../../shared/clickhouse/event-repository.js'
-import { applyBatchExactlyOnce } from '../../shared/domain/exactly-once.js'
+import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
+import { recordErasures } from '../../shared/db/repositories/override-repository.js'
+import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
-import { ok, type BatchProcessor } from '../runner.js'
-import { applyTrackJobs, isPlainTrackJob, type KeyedTrackJob } from './apply-batch.js'
+import { exactlyOnce } from '../exactly-once.js'
+import type { BatchProcessor } from '../runner.js'
+import { applyTrackJobs, isPlainTrackJob } from './apply-batch.js'
 import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 
 export const objectsOf = (job: TrackJob) =>
@@ -55,42 +58,37 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
  * a job with push tokens or subscription states runs alone (see isPlainTrackJob).
  */
 export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTrackBatch'> {
-  return {
+  return exactlyOnce<'applyTrackBatch', Snapshot[]>(deps.pg, {
+    ledgerName: 'track',
     maxWeight: deps.config.TRACK_BATCH_MAX_OBJECTS,
     weight: objectsOf,
     joins: isPlainTrackJob,
-    async apply(batch) {
-      const members = batch.map((b) => ({ key: `track:${b.id}`, workspaceId: b.data.workspaceId, job: b.data }))
-      const errors = await applyBatchExactlyOnce(
-        deps,
-        members,
-        async (db, fresh: (KeyedTrackJob & { workspaceId: string })[]) => {
-          const applied = await applyTrackJobs(db, fresh, new Date().toISOString())
-          const profiles = [
-            ...applied.reread,
-            ...groupByWorkspace(applied.snapshots.map((s) => ({ workspaceId: s.workspace_id, id: s.profile_id }))),
-          ]
-          return {
-            outbox: { owners: Object.fromEntries(applied.owners), profiles, deleted: applied.deleted },
-            errors: applied.errors,
-            snapshots: applied.snapshots,
-            // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
-            erased: applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) })),
-          }
-        },
-        (m, owners) => eventRowsOf(m.job, owners),
-      )
-      return members.map((m) => ok(objectsOf(m.job), errors.get(m.key)))
+    objects: objectsOf,
+    async commit(db, fresh) {
+      const applied = await applyTrackJobs(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), new Date().toISOString())
+      const deleted = applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) }))
+      // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
+      await recordErasures(db, deleted)
+      return {
+        errors: applied.errors,
+        outbox: { owners: Object.fromEntries(applied.owners), profiles: [...applied.reread, ...profilesOf(applied.snapshots)], deleted: applied.deleted },
+        carry: applied.snapshots,
+      }
     },
-  }
+    async deliver(owed, outboxes, snapshots) {
+      const events = owed.flatMap((o) => eventRowsOf(o.entry.data, o.outbox.owners[o.key] ?? []))
+      await deliverToClickHouse(deps, outboxes, events, snapshots)
+    },
+  })
 }
 
-function groupByWorkspace(items: { workspaceId: string; id: number }[]): { workspaceId: string; profileIds: number[] }[] {
+/** The profiles of snapshots, by workspace. */
+function profilesOf(snapshots: Snapshot[]): { workspaceId: string; profileIds: number[] }[] {
   const by = new Map<string, number[]>()
-  for (const i of items) {
-    const ids = by.get(i.workspaceId) ?? []
-    ids.push(i.id)
-    by.set(i.workspaceId, ids)
+  for (const s of snapshots) {
+    const ids = by.get(s.workspace_id) ?? []
+    ids.push(s.profile_id)
+    by.set(s.workspace_id, ids)
   }
   return [...by].map(([workspaceId, profileIds]) => ({ workspaceId, profileIds }))
 }

@@ -1,0 +1,215 @@
+import { describe, expect, it } from 'vitest'
+import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
+import type { AttributeOp, EventOp, TrackJob } from '../../../shared/queue/track-jobs.js'
+import {
+  applyAttributes,
+  applyJobs,
+  importPushTokens,
+  newTrackBatch,
+  recordOccurrence,
+  resolveProfile,
+  type TrackApplyError,
+  type TrackBatch,
+} from '../../../workers/track/apply-objects.js'
+import { ProfileIndex } from '../../../workers/track/profile-index.js'
+
+const WS = 'ws-1'
+const NOW = '2026-05-01T00:00:00.000Z'
+
+function profile(id: number, fields: Partial<ProfileRow> = {}): ProfileRow {
+  return {
+    id,
+    workspace_id: WS,
+    service_id: `svc-${id}`,
+    external_id: null,
+    email: null,
+    phone: null,
+    first_name: null,
+    last_name: null,
+    gender: null,
+    dob: null,
+    home_city: null,
+    country: null,
+    language: null,
+    time_zone: null,
+    email_subscribe: null,
+    push_subscribe: null,
+    push_opted_in_at: null,
+    custom_attributes: {},
+    random_bucket: 7,
+    push_import_anonymous: false,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    version: 3,
+    ...fields,
+  }
+}
+
+/** A batch over stored profiles `ann` (id 1, with an email and a token) and `bob` (id 2), group `g-1` existing. */
+function batchOf(opts: { idPool?: number[] } = {}): { batch: TrackBatch; ann: ProfileRow; bob: ProfileRow } {
+  const ann = profile(1, { external_id: 'ann', email: 'ann@example.com', custom_attributes: { visits: 2 } })
+  const bob = profile(2, { external_id: 'bob' })
+  const parts = () => ({ aliases: [], tokens: [], summaries: [], subscriptions: [] })
+  const index = new ProfileIndex(
+    [
+      { profile: ann, parts: parts() },
+      { profile: bob, parts: parts() },
+    ],
+    WS,
+    opts.idPool ?? [100, 101, 102],
+    NOW,
+  )
+  const tokens = [{ workspace_id: WS, app_id: 'app', token: 'tok-ann', profile_id: 1, device_id: null }]
+  return { batch: newTrackBatch(index, tokens as never, ['g-1'], NOW), ann, bob }
+}
+
+const attributes = (op: Partial<AttributeOp>): AttributeOp => ({
+  index: 0,
+  pushTokenImport: false,
+  fields: {},
+  custom: {},
+  pushTokens: [],
+  subscriptionGroups: [],
+  ...op,
+})
+
+const event = (index: number, identifier: EventOp['identifier'], name: string, time: string): EventOp => ({ index, identifier, name, time, properties: {} })
+
+const trackJob = (job: Partial<TrackJob>): TrackJob => ({
+  workspaceId: WS,
+  requestId: 'r',
+  attributes: [],
+  events: [],
+  purchases: [],
+  subscriptionChanges: [],
+  emailStateChanges: [],
+  ...job,
+})
+
+describe('resolving the profile an object names', () => {
+  it('finds a stored profile, creates one for a new external id, and refuses an alias nobody has unless told to create', () => {
+    const { batch, ann } = batchOf()
+    const errors: TrackApplyError[] = []
+    expect(resolveProfile(batch, { kind: 'external_id', value: 'ann' }, undefined, { input_array: 'events', index: 0 }, errors)).toBe(ann)
+    expect(resolveProfile(batch, { kind: 'external_id', value: 'new' }, undefined, { input_array: 'events', index: 1 }, errors)).toMatchObject({ id: 100, external_id: 'new' })
+    const alias = { kind: 'user_alias', alias_label: 'crm', alias_name: 'x' } as const
+    expect(resolveProfile(batch, alias, undefined, { input_array: 'attributes', index: 2 }, errors)).toBeUndefined()
+    expect(resolveProfile(batch, alias, false, { input_array: 'attributes', index: 3 }, errors)).toMatchObject({ id: 101 })
+    expect(errors).toEqual([{ type: 'user_not_found', input_array: 'attributes', index: 2, message: expect.stringContaining('x') }])
+  })
+
+  it('never creates a profile for an unknown service id or when only existing users may be updated', () => {
+    const { batch } = batchOf()
+    const errors: TrackApplyError[] = []
+    expect(resolveProfile(batch, { kind: 'service_id', value: 'nope' }, false, { input_array: 'purchases', index: 4 }, errors)).toBeUndefined()
+    expect(resolveProfile(batch, { kind: 'external_id', value: 'new' }, true, { input_array: 'attributes', index: 5 }, errors)).toBeUndefined()
+    expect(errors.map((e) => [e.type, e.input_array, e.index])).toEqual([
+      ['user_not_found', 'purchases', 4],
+      ['user_not_found', 'attributes', 5],
+    ])
+    expect(batch.profiles.created.size).toBe(0)
+  })
+})
+
+describe('applying an attributes object in memory', () => {
+  it('sets standard fields, applies custom operations, and finds the profile by the email it was just given', () => {
+    const { batch, bob } = batchOf()
+    const errors: TrackApplyError[] = []
+    applyAttributes(batch, bob, attributes({ fields: { first_name: 'Bob', email: 'bob@example.com' }, custom: { visits: { inc: 3 }, tags: { add: ['a'] } } }), errors)
+    expect(bob).toMatchObject({ first_name: 'Bob', email: 'bob@example.com', custom_attributes: { visits: 3, tags: ['a'] } })
+    expect(batch.profiles.find({ kind: 'email', value: 'bob@example.com' })).toBe(bob)
+    expect(batch.profiles.addressChanged.has(bob.id)).toBe(true)
+    expect(batch.profiles.changed.has(bob.id)).toBe(true)
+    expect(errors).toEqual([])
+  })
+
+  it('stamps push_opted_in_at only when push_subscribe becomes opted_in', () => {
+    const { batch, bob } = batchOf()
+    applyAttributes(batch, bob, attributes({ fields: { push_subscribe: 'opted_in' } }), [])
+    expect(bob.push_opted_in_at).toBe(NOW)
+    bob.push_opted_in_at = 'earlier'
+    applyAttributes(batch, bob, attributes({ fields: { push_subscribe: 'opted_in' } }), [])
+    expect(bob.push_opted_in_at).toBe('earlier')
+  })
+
+  it('moves a push token off its former owner, and records a known group while refusing an unknown one', () => {
+    const { batch, bob } = batchOf()
+    const errors: TrackApplyError[] = []
+    applyAttributes(
+      batch,
+      bob,
+      attributes({
+        index: 7,
+        pushTokens: [{ app_id: 'app', token: 'tok-ann' }],
+        subscriptionGroups: [
+          { subscription_group_id: 'g-1', subscription_state: 'subscribed' },
+          { subscription_group_id: 'g-gone', subscription_state: 'subscribed' },
+        ],
+      }),
+      errors,
+    )
+    expect([...batch.tokenWrites.values()]).toEqual([{ app_id: 'app', token: 'tok-ann', profile_id: 2, device_id: null }])
+    expect([...batch.formerTokenOwners]).toEqual([1])
+    expect(batch.subscriptions).toEqual([{ profile_id: 2, group_id: 'g-1', state: 'subscribed' }])
+    expect(errors).toEqual([{ type: 'unknown_subscription_group', input_array: 'attributes', index: 7, message: 'unknown subscription_group_id g-gone' }])
+  })
+
+  it('passes a subscription change of a user with an email on to the users sharing it', () => {
+    const { batch, ann } = batchOf()
+    applyAttributes(batch, ann, attributes({ fields: { email_subscribe: 'unsubscribed' }, subscriptionGroups: [{ subscription_group_id: 'g-1', subscription_state: 'unsubscribed' }] }), [])
+    expect(batch.explicitEmailSubscribe.get(1)).toBe('unsubscribed')
+    expect(batch.sharedEmailChanges).toEqual([
+      { email: 'ann@example.com', groups: [{ profile_id: 1, group_id: 'g-1', state: 'unsubscribed' }], emailSubscribe: 'unsubscribed', source: 1 },
+    ])
+  })
+
+  it('imports a push token nobody holds as an anonymous profile, and skips one already held', () => {
+    const { batch } = batchOf()
+    importPushTokens(batch, attributes({ pushTokenImport: true, pushTokens: [{ app_id: 'app', token: 'tok-ann' }, { app_id: 'app', token: 'tok-new' }] }), [])
+    expect([...batch.profiles.created.values()].map((p) => [p.id, p.push_import_anonymous])).toEqual([[100, true]])
+    expect(batch.tokenWrites.get('app\u0000tok-new')?.profile_id).toBe(100)
+  })
+})
+
+describe('recording events and purchases', () => {
+  it('sums a profile’s occurrences of one name into one summary row, keeping the earliest and latest times', () => {
+    const { batch, ann } = batchOf()
+    recordOccurrence(batch, ann, 'event', 'login', '2026-04-02T00:00:00.000Z')
+    recordOccurrence(batch, ann, 'event', 'login', '2026-04-01T00:00:00.000Z')
+    recordOccurrence(batch, ann, 'purchase', 'login', '2026-04-03T00:00:00.000Z')
+    expect([...batch.summaries.values()]).toEqual([
+      { profile_id: 1, kind: 'event', name: 'login', first_at: '2026-04-01T00:00:00.000Z', last_at: '2026-04-02T00:00:00.000Z', count: 2 },
+      { profile_id: 1, kind: 'purchase', name: 'login', first_at: '2026-04-03T00:00:00.000Z', last_at: '2026-04-03T00:00:00.000Z', count: 1 },
+    ])
+    expect(batch.profiles.recordOf(1).record).toMatchObject({ custom_events: [{ name: 'login', count: 2 }] })
+  })
+})
+
+describe('applying jobs in order', () => {
+  it('applies each job’s attributes before its events, lets a later job see an earlier one’s profile, and names each occurrence’s owner', () => {
+    const { batch } = batchOf()
+    const alias = { kind: 'user_alias', alias_label: 'crm', alias_name: 'c-1' } as const
+    const jobs = [
+      {
+        key: 'j1',
+        job: trackJob({
+          attributes: [attributes({ identifier: alias, updateExistingOnly: false, fields: { first_name: 'Cy' } })],
+          events: [event(0, alias, 'open', '2026-04-01T00:00:00.000Z'), event(1, { kind: 'user_alias', alias_label: 'crm', alias_name: 'nobody' }, 'open', NOW)],
+        }),
+      },
+      { key: 'j2', job: trackJob({ events: [event(0, alias, 'open', '2026-04-02T00:00:00.000Z'), event(1, { kind: 'external_id', value: 'bob' }, 'open', NOW)] }) },
+    ]
+    const { owners, errors } = applyJobs(batch, jobs)
+    expect(owners).toEqual(
+      new Map([
+        ['j1', [100, null]],
+        ['j2', [100, 2]],
+      ]),
+    )
+    expect(errors.get('j1')!.map((e) => [e.type, e.input_array, e.index])).toEqual([['user_not_found', 'events', 1]])
+    expect(errors.get('j2')).toEqual([])
+    expect(batch.profiles.get(100)).toMatchObject({ first_name: 'Cy' })
+    expect(batch.summaries.get('100\u0000event\u0000open')).toMatchObject({ count: 2, first_at: '2026-04-01T00:00:00.000Z', last_at: '2026-04-02T00:00:00.000Z' })
+    expect(batch.profiles.newAliases).toEqual([{ alias_label: 'crm', alias_name: 'c-1', profile_id: 100 }])
+  })
+})

@@ -1,0 +1,168 @@
+import type { EventSummaryDelta } from '../../shared/db/repositories/event-summary-repository.js'
+import type { ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import type { ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
+import type { PushTokenRow } from '../../shared/db/repositories/push-token-repository.js'
+import { applyCustomAttribute } from '../../shared/domain/attributes.js'
+import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
+import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
+import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../shared/queue/track-jobs.js'
+import type { ProfileIndex } from './profile-index.js'
+
+/** A track object the worker could not apply; the rest of its request is applied. */
+export type TrackApplyError = ObjectError<'user_not_found' | 'unknown_subscription_group', TrackInputArray>
+
+/** A job of a batch, named by its ledger key. */
+export interface KeyedTrackJob {
+  key: string
+  job: TrackJob
+}
+
+export const tokenKey = (appId: string, token: string) => `${appId}\u0000${token}`
+
+/** A subscription change made through a user whose email other users share (interface.md section 3). */
+export interface SharedEmailChange {
+  email: string
+  groups: ProfileSubscription[]
+  emailSubscribe?: string
+  source: number
+}
+
+/**
+ * One workspace's part of a batch in memory: what the batch read (profiles, push-token owners,
+ * subscription groups) and what it will write, each table's rows gathered once.
+ */
+export interface TrackBatch {
+  now: string
+  profiles: ProfileIndex
+  tokenOwners: Map<string, PushTokenRow>
+  groups: ReadonlySet<string>
+  tokenWrites: Map<string, { app_id: string; token: string; profile_id: number; device_id: string | null }>
+  /** Profiles a token moved away from: a push-import profile left without tokens is deleted. */
+  formerTokenOwners: Set<number>
+  subscriptions: ProfileSubscription[]
+  sharedEmailChanges: SharedEmailChange[]
+  explicitEmailSubscribe: Map<number, string>
+  summaries: Map<string, EventSummaryDelta>
+}
+
+export function newTrackBatch(profiles: ProfileIndex, tokenOwners: PushTokenRow[], groups: Iterable<string>, now: string): TrackBatch {
+  return {
+    now,
+    profiles,
+    tokenOwners: new Map(tokenOwners.map((t) => [tokenKey(t.app_id, t.token), t])),
+    groups: new Set(groups),
+    tokenWrites: new Map(),
+    formerTokenOwners: new Set(),
+    subscriptions: [],
+    sharedEmailChanges: [],
+    explicitEmailSubscribe: new Map(),
+    summaries: new Map(),
+  }
+}
+
+/** Which identifiers may create a profile when nobody has them yet (interface.md 4.1 rules 4 and 6). */
+function createsByDefault(id: Identifier): boolean {
+  return id.kind === 'external_id' || id.kind === 'email' || id.kind === 'phone'
+}
+
+/** The profile an object names, created when the rules allow; otherwise a user_not_found error. */
+export function resolveProfile(
+  batch: TrackBatch,
+  id: Identifier,
+  updateExistingOnly: boolean | undefined,
+  at: { input_array: TrackInputArray; index: number },
+  errors: TrackApplyError[],
+): ProfileRow | undefined {
+  const found = batch.profiles.find(id)
+  if (found) return found
+  const mayCreate = updateExistingOnly === undefined ? createsByDefault(id) : !updateExistingOnly
+  if (mayCreate && id.kind !== 'service_id') return batch.profiles.create(id)
+  errors.push({ type: 'user_not_found', ...at, message: `no user found for ${describeIdentifier(id)}` })
+  return undefined
+}
+
+/** An attributes object's fields, custom attributes, push tokens and subscription groups, applied to a profile. */
+export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: AttributeOp, errors: TrackApplyError[]): void {
+  const pushSubscribeBefore = profile.push_subscribe
+  for (const [field, value] of Object.entries(op.fields)) {
+    if (field === 'email' || field === 'phone') batch.profiles.setAddress(profile, field, value ?? null)
+    else (profile as unknown as Record<string, unknown>)[field] = value
+  }
+  if (op.fields.push_subscribe === 'opted_in' && pushSubscribeBefore !== 'opted_in') profile.push_opted_in_at = batch.now
+  for (const [name, value] of Object.entries(op.custom)) applyCustomAttribute(profile.custom_attributes, name, value)
+  for (const t of op.pushTokens) {
+    const key = tokenKey(t.app_id, t.token)
+    const owner = batch.tokenWrites.get(key)?.profile_id ?? batch.tokenOwners.get(key)?.profile_id
+    if (owner !== undefined && owner !== profile.id) batch.formerTokenOwners.add(owner)
+    batch.tokenWrites.set(key, { app_id: t.app_id, token: t.token, profile_id: profile.id, device_id: t.device_id ?? null })
+  }
+  const groupChanges: ProfileSubscription[] = []
+  for (const g of op.subscriptionGroups) {
+    if (!batch.groups.has(g.subscription_group_id)) {
+      errors.push({ type: 'unknown_subscription_group', input_array: 'attributes', index: op.index, message: `unknown subscription_group_id ${g.subscription_group_id}` })
+      continue
+    }
+    groupChanges.push({ profile_id: profile.id, group_id: g.subscription_group_id, state: g.subscription_state })
+  }
+  batch.subscriptions.push(...groupChanges)
+  const emailSubscribe = op.fields.email_subscribe ?? undefined
+  if (emailSubscribe !== undefined) batch.explicitEmailSubscribe.set(profile.id, emailSubscribe)
+  if (profile.email && (groupChanges.length || emailSubscribe !== undefined)) {
+    batch.sharedEmailChanges.push({ email: profile.email, groups: groupChanges, emailSubscribe, source: profile.id })
+  }
+  batch.profiles.touch(profile)
+}
+
+/** A push-token import: an anonymous profile for each token nobody holds yet. */
+export function importPushTokens(batch: TrackBatch, op: AttributeOp, errors: TrackApplyError[]): void {
+  for (const t of op.pushTokens) {
+    const key = tokenKey(t.app_id, t.token)
+    if (batch.tokenOwners.has(key) || batch.tokenWrites.has(key)) continue
+    applyAttributes(batch, batch.profiles.create(undefined, { anonymous: true }), { ...op, pushTokens: [t] }, errors)
+  }
+}
+
+/** One event or purchase added to its profile's summary of that name (counts summed, earliest first, latest last). */
+export function recordOccurrence(batch: TrackBatch, profile: ProfileRow, kind: 'event' | 'purchase', name: string, time: string): void {
+  const key = `${profile.id}\u0000${kind}\u0000${name}`
+  const s = batch.summaries.get(key)
+  if (!s) batch.summaries.set(key, { profile_id: profile.id, kind, name, first_at: time, last_at: time, count: 1 })
+  else {
+    s.count += 1
+    if (time < s.first_at) s.first_at = time
+    if (time > s.last_at) s.last_at = time
+  }
+  batch.profiles.addOccurrence(profile, kind, name, time)
+}
+
+/**
+ * Applies jobs in order to the batch in memory, each as if alone: attributes, then events, then
+ * purchases, each in request order. Answers each job's errors and the owner profile of each of its
+ * events and purchases, in job order (null: not applied).
+ */
+export function applyJobs(batch: TrackBatch, jobs: KeyedTrackJob[]): { owners: Map<string, (number | null)[]>; errors: Map<string, TrackApplyError[]> } {
+  const owners = new Map<string, (number | null)[]>()
+  const errorsOf = new Map<string, TrackApplyError[]>()
+  for (const { key, job } of jobs) {
+    const errors: TrackApplyError[] = []
+    for (const op of job.attributes) {
+      if (op.pushTokenImport) {
+        importPushTokens(batch, op, errors)
+        continue
+      }
+      const profile = resolveProfile(batch, op.identifier!, op.updateExistingOnly, { input_array: 'attributes', index: op.index }, errors)
+      if (profile) applyAttributes(batch, profile, op, errors)
+    }
+    const jobOwners: (number | null)[] = []
+    const applyOccurrence = (op: EventOp | PurchaseOp, kind: 'event' | 'purchase', name: string) => {
+      const profile = resolveProfile(batch, op.identifier, undefined, { input_array: kind === 'event' ? 'events' : 'purchases', index: op.index }, errors)
+      jobOwners.push(profile?.id ?? null)
+      if (profile) recordOccurrence(batch, profile, kind, name, op.time)
+    }
+    for (const e of job.events) applyOccurrence(e, 'event', e.name)
+    for (const p of job.purchases) applyOccurrence(p, 'purchase', p.product_id)
+    owners.set(key, jobOwners)
+    errorsOf.set(key, errors)
+  }
+  return { owners, errors: errorsOf }
+}
