@@ -125,8 +125,9 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 
 /** Each table's rows, written once. */
 async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
-  const { created, changed } = batch.profiles.rowsToSave()
+  const { created, changed, versionOnly } = batch.profiles.rowsToSave()
   await saveProfiles(db, created, changed)
+  await touchProfiles(db, versionOnly)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
   await addEventSummaries(db, [...batch.summaries.values()])
@@ -143,7 +144,8 @@ async function applyStatefulRules(db: pg.PoolClient, ws: string, batch: TrackBat
   const sharers = await applySharedEmailChanges(db, ws, batch.sharedEmailChanges)
   await upsertProfileSubscriptions(db, [...batch.subscriptions, ...sharers.subscriptions])
   for (const id of sharers.touched) changed.add(id)
-  await touchProfiles(db, [...sharers.touched].filter((id) => !profiles.created.has(id) && !profiles.changed.has(id)))
+  const written = new Set(profiles.touchedIds())
+  await touchProfiles(db, [...sharers.touched].filter((id) => !written.has(id)))
 
   const addressProfiles = [...profiles.addressChanged].map((id) => profiles.get(id)!)
   for (const id of [

@@ -35,7 +35,10 @@ const newRandomBucket = () => random(4).readUInt32BE(0) % 10_000
  */
 export class ProfileIndex {
   readonly created = new Map<number, ProfileRow>()
+  /** Stored profiles whose fields the batch changed. */
   readonly changed = new Set<number>()
+  /** Stored profiles whose only change is their summaries: their row needs a new version, not a rewrite. */
+  private readonly summarized = new Set<number>()
   readonly newAliases: { alias_label: string; alias_name: string; profile_id: number }[] = []
   /** Profiles whose email or phone the batch set: states stored for those addresses now apply. */
   readonly addressChanged = new Set<number>()
@@ -153,21 +156,25 @@ export class ProfileIndex {
       if (time < s.first) s.first = time
       if (time > s.last) s.last = time
     }
-    this.touch(p)
+    this.recency.set(p.id, ++this.clock)
+    if (!this.created.has(p.id) && !this.changed.has(p.id)) this.summarized.add(p.id)
   }
 
+  /** Marks a profile's fields changed (and it the most recently updated). */
   touch(p: ProfileRow): void {
     this.recency.set(p.id, ++this.clock)
-    if (!this.created.has(p.id)) this.changed.add(p.id)
+    if (this.created.has(p.id)) return
+    this.changed.add(p.id)
+    this.summarized.delete(p.id)
   }
 
-  /** Rows to write: the new profiles, and the existing ones this batch changed. */
-  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[] } {
-    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!) }
+  /** Rows to write: the new profiles, the stored ones whose fields changed, and the ids of those that only need a new version. */
+  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[]; versionOnly: number[] } {
+    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!), versionOnly: [...this.summarized] }
   }
 
   touchedIds(): number[] {
-    return [...this.created.keys(), ...this.changed]
+    return [...this.created.keys(), ...this.changed, ...this.summarized]
   }
 
   /** The record of a profile as this batch commits it, at the version its save gives it. */

@@ -172,14 +172,19 @@ describe('ProfileIndex changes', () => {
   })
 
   it('saves the created profiles and the stored ones it changed, each at the version its save gives it', () => {
-    const { index, ann, cid } = storedIndex()
+    const { index, ann, bob, cid } = storedIndex()
     const created = index.create({ kind: 'external_id', value: 'dan' })
     index.touch(created)
+    index.addOccurrence(created, 'event', 'played', NOW)
     index.addOccurrence(cid, 'event', 'played', NOW)
-    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid] })
-    expect(index.touchedIds()).toEqual([created.id, cid.id])
+    index.touch(cid)
+    // Bob only got an event: his row needs a new version, not a rewrite of his fields.
+    index.addOccurrence(bob, 'event', 'played', NOW)
+    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid], versionOnly: [bob.id] })
+    expect(index.touchedIds()).toEqual([created.id, cid.id, bob.id])
     expect(index.recordOf(created.id).version).toBe(1)
     expect(index.recordOf(cid.id).version).toBe(4)
+    expect(index.recordOf(bob.id).version).toBe(4)
     expect(index.recordOf(ann.id).randomBucket).toBe(7)
   })
 })
