@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { aliasKey, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
-import { byteOrder, userRecordOf, type RecordParts } from '../../shared/db/repositories/user-record-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
-import type { UserRecord } from '../../shared/domain/user-record.js'
+import { byteOrder, userRecordOf, type RecordParts, type UserRecord } from '../../shared/domain/user-record.js'
 
 /** Random bytes drawn from a pool: a system call per profile weighs more than the rest of its creation. */
 let pool = Buffer.alloc(0)

@@ -1,16 +1,8 @@
-import type { EventSummary, UserRecord } from '../../domain/user-record.js'
+import { userRecordOf, type RecordParts, type UserRecord } from '../../domain/user-record.js'
 import { query, type Queryable } from '../pool.js'
 import { SELECT_PROFILE, WANTED_PROFILES, lookupParams, type ProfileLookup, type ProfileRow } from './profile-repository.js'
 
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
-
-/** What a record holds beside the profile row. Names sort in byte order (`COLLATE "C"`), so records built in memory match. */
-export interface RecordParts {
-  aliases: { alias_name: string; alias_label: string }[]
-  tokens: { app_id: string; token: string; device_id: string | null }[]
-  summaries: (EventSummary & { kind: 'event' | 'purchase' })[]
-  subscriptions: { subscription_group_id: string; subscription_state: string }[]
-}
 
 type RecordRow = ProfileRow & { [K in keyof RecordParts]: RecordParts[K] | null }
 
@@ -30,41 +22,6 @@ const RECORD_PARTS = `
      FROM profile_event_summaries s WHERE s.profile_id = p.id) AS summaries,
   (SELECT json_agg(json_build_object('subscription_group_id', g.group_id, 'subscription_state', g.state) ORDER BY g.group_id)
      FROM profile_subscriptions g WHERE g.profile_id = p.id) AS subscriptions`
-
-const OPTIONAL_FIELDS = [
-  'first_name', 'last_name', 'email', 'home_city', 'time_zone', 'dob', 'country', 'phone', 'language', 'gender',
-  'push_subscribe', 'email_subscribe', 'push_opted_in_at',
-] as const
-
-/** Byte order of UTF-8 text, as Postgres' "C" collation sorts it. */
-export function byteOrder(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b))
-}
-
-/** The exported record (interface.md 2.4, all-time summaries) of a profile and its parts. */
-export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
-  const record: UserRecord = { created_at: p.created_at, service_id: p.service_id, random_bucket: p.random_bucket }
-  if (p.external_id !== null) record.external_id = p.external_id
-  if (parts.aliases.length) record.user_aliases = parts.aliases
-  for (const f of OPTIONAL_FIELDS) if (p[f] !== null) record[f] = p[f]!
-  if (Object.keys(p.custom_attributes).length) record.custom_attributes = p.custom_attributes
-  // One pass, no closures: this runs for every profile a batch touches.
-  const events: EventSummary[] = []
-  const purchases: EventSummary[] = []
-  for (const s of parts.summaries) (s.kind === 'event' ? events : purchases).push({ name: s.name, first: s.first, last: s.last, count: Number(s.count) })
-  if (events.length) record.custom_events = events
-  if (purchases.length) record.purchases = purchases
-  if (parts.tokens.length) {
-    record.push_tokens = parts.tokens.map((t) => ({
-      app: t.app_id,
-      token: t.token,
-      ...(t.device_id !== null && { device_id: t.device_id }),
-      notifications_enabled: p.push_subscribe !== 'unsubscribed',
-    }))
-  }
-  if (parts.subscriptions.length) record.subscription_groups = parts.subscriptions
-  return record
-}
 
 function split(row: RecordRow): { profile: ProfileRow; parts: RecordParts } {
   const { aliases, tokens, summaries, subscriptions, ...profile } = row

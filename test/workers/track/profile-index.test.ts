@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
-import type { RecordParts } from '../../../shared/db/repositories/user-record-repository.js'
+import type { RecordParts } from '../../../shared/domain/user-record.js'
 import { ProfileIndex } from '../../../workers/track/profile-index.js'
 
 const WS = 'ws-1'

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest'
+import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
+import { byteOrder, userRecordOf } from '../../../shared/domain/user-record.js'
+
+const stored: ProfileRow = {
+  id: 9,
+  workspace_id: 'ws',
+  service_id: 'svc-9',
+  external_id: 'ann',
+  email: 'ann@example.com',
+  phone: null,
+  first_name: 'Ann',
+  last_name: null,
+  gender: null,
+  dob: null,
+  home_city: null,
+  country: 'NO',
+  language: null,
+  time_zone: null,
+  email_subscribe: null,
+  push_subscribe: 'unsubscribed',
+  push_opted_in_at: null,
+  custom_attributes: { plan: 'pro' },
+  random_bucket: 42,
+  push_import_anonymous: false,
+  created_at: '2026-01-01T00:00:00.000Z',
+  updated_at: '2026-02-01T00:00:00.000Z',
+  version: 5,
+}
+
+describe('the user record of a stored profile', () => {
+  it('leaves empty fields out, splits summaries into events and purchases, and marks tokens by the push state', () => {
+    const record = userRecordOf(stored, {
+      aliases: [{ alias_name: 'a-1', alias_label: 'crm' }],
+      tokens: [{ app_id: 'app', token: 't', device_id: null }],
+      summaries: [
+        { kind: 'event', name: 'login', first: '2026-01-02T00:00:00.000Z', last: '2026-01-03T00:00:00.000Z', count: '2' as unknown as number },
+        { kind: 'purchase', name: 'sku', first: '2026-01-04T00:00:00.000Z', last: '2026-01-04T00:00:00.000Z', count: 1 },
+      ],
+      subscriptions: [],
+    })
+    expect(record).toEqual({
+      created_at: '2026-01-01T00:00:00.000Z',
+      service_id: 'svc-9',
+      random_bucket: 42,
+      external_id: 'ann',
+      user_aliases: [{ alias_name: 'a-1', alias_label: 'crm' }],
+      first_name: 'Ann',
+      email: 'ann@example.com',
+      country: 'NO',
+      push_subscribe: 'unsubscribed',
+      custom_attributes: { plan: 'pro' },
+      custom_events: [{ name: 'login', first: '2026-01-02T00:00:00.000Z', last: '2026-01-03T00:00:00.000Z', count: 2 }],
+      purchases: [{ name: 'sku', first: '2026-01-04T00:00:00.000Z', last: '2026-01-04T00:00:00.000Z', count: 1 }],
+      push_tokens: [{ app: 'app', token: 't', notifications_enabled: false }],
+    })
+  })
+
+  it('orders names by their UTF-8 bytes, as Postgres COLLATE "C" does', () => {
+    expect(['é', 'z', 'Z', 'a'].sort(byteOrder)).toEqual(['Z', 'a', 'z', 'é'])
+  })
+})
