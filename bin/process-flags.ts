@@ -7,7 +7,6 @@ export const WORKER_NICE = 10
 /**
  * V8 flags of every service process: a 64 MiB young generation instead of 16. A batch's or a
  * request's objects live across several awaits; with the default they outlived scavenges and
- * were copied and promoted. Garbage collection took 21% of the worker's main thread while a
- * full-size backlog drained, 13% with this (the API's: 11% -> 7%).
+ * were copied and promoted (README, Performance).
  */
 export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=64']

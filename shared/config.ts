@@ -25,8 +25,7 @@ const ConfigSchema = z.object({
   TRACK_PARTITIONS: int(1, 256).default(4),
   WORKER_CONCURRENCY: int(1, 64).default(4),
   // Objects one track batch may hold (one transaction, one ClickHouse part): larger pays those once per more jobs,
-  // smaller keeps one batch's latency low. A drain of full-size requests: 2,000 -> 32.8k objects/s, 5,000 -> 39k,
-  // 10,000 -> 32k and erratic.
+  // smaller keeps one batch's latency low; past the default, drains got slower and erratic (README, Performance).
   TRACK_BATCH_MAX_OBJECTS: int(1, 100_000).default(5_000),
   JOB_LOCK_MS: int(1000, 600_000).default(30_000),
   // Accepted-but-unapplied track objects; past either bound /users/track answers 429. Measured Redis cost:

@@ -48,7 +48,7 @@ export async function createContext(
     return r
   }
   // Our own commands (rate limits, request progress, operator changes) from concurrent requests
-  // leave in one write per event-loop turn: a socket write costs ~80 µs of CPU on this kind of VM,
+  // leave in one write per event-loop turn: a socket write is a system call, dear on small VMs,
   // and a small track request made three. Not on BullMQ's connection: Bull users report lost job
   // data with auto-pipelining there (OptimalBits/bull#2276).
   const redis = await failFast(true)

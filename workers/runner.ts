@@ -73,7 +73,7 @@ async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Qu
   const taken: BatchEntry<N>[] = []
   let weight = processor.weight(first)
   // Jobs of a backlog are alike in size: read about as many as fit (parsing payloads that do not
-  // fit was a tenth of the worker's time with full-size requests), more if they turn out smaller.
+  // fit was a large share of the worker's time), more if they turn out smaller.
   const likelyFit = (room: number) => Math.min(PEEK_PAGE, Math.max(1, Math.ceil(room / Math.max(1, processor.weight(first)))))
   for (let start = 0; taken.length < MAX_BATCH_JOBS; ) {
     const count = likelyFit(processor.maxWeight - weight)

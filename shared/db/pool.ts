@@ -18,7 +18,7 @@ export function withDefaultUser(databaseUrl: string): string {
 export function createPool(databaseUrl: string, max = 20): Pool {
   // JIT off for our sessions: every statement here touches a bounded set of rows by index, yet a
   // batch's look-up over thousands of ids is costed above jit_optimize_above_cost, and compiling
-  // it took longer than running it. Per session, so the server's setting for others stays.
+  // it took longer than running it (README, Performance). Per session, so the server's setting for others stays.
   const pool = new pg.Pool({ connectionString: withDefaultUser(databaseUrl), max, options: '-c jit=off' })
   // A backend killed under an idle client must not crash the process.
   pool.on('error', () => {})

@@ -55,7 +55,7 @@ return k`
 
 /**
  * Redis runs one script at a time: a read of many full-size payloads at once stalled every other
- * client (the API's requests) for 2-6 ms, so one read returns about this much and the caller reads on.
+ * client (the API's requests) for milliseconds, so one read returns about this much and the caller reads on.
  */
 const PEEK_BUDGET_BYTES = 128 * 1024
 

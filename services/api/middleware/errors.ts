@@ -50,7 +50,7 @@ export function notFoundHandler(req: Request, res: Response) {
 /** Bodies must be JSON: a write with another content type is refused with 415. */
 export function requireJson(req: Request, _res: Response, next: NextFunction) {
   const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined
-  // The common header needs no media-type parse (req.is cost ~35 µs a request).
+  // The common header needs no media-type parse (req.is parses the header on every request).
   const type = req.headers['content-type']
   const plainJson = type === 'application/json' || type?.startsWith('application/json;') === true
   if (hasBody && !plainJson && !req.is(['application/json', 'application/scim+json'])) {
