@@ -1,12 +1,12 @@
 import { ScimError, scimPatch, type ScimPatchOperation } from 'scim-patch'
 import { parse } from 'scim2-parse-filter'
-import { EnterpriseUserSchema, PatchOpSchema, UserSchema, scimError, type ScimType, type ScimUser } from './scim.js'
+import { PatchOpSchema, UserSchema, scimError, type ScimType, type ScimUser } from './scim.js'
 
 /**
  * RFC 7644 section 3.5.2 PATCH of a User, as Okta and Entra ID send it. The operations are checked
- * and normalised here (op names in any case, attribute names in any case, Entra ID's "True"/"False"
- * strings), applied by `scim-patch` to a copy of the user's SCIM representation, and the result is
- * handed back to be validated and stored like the body of a PUT: the request applies whole or not at all.
+ * and normalised here (op names and attribute names in any case), applied by `scim-patch` to a copy
+ * of the user's SCIM representation, and the result is handed back to be validated and stored like
+ * the body of a PUT (whose schema reads Entra ID's "True"/"False"): the request applies whole or not at all.
  */
 
 const refuse = (scimType: ScimType, detail: string) => scimError(400, detail, scimType)
@@ -36,14 +36,12 @@ const PathPattern = /^(?:(urn:[^[\]]+):)?([A-Za-z][\w$-]*)(?:\[(.+)\])?(?:\.([A-
 /** The path in canonical spelling, `undefined` for one naming something not stored (the operation is dropped). */
 function canonicalPath(path: string): string | undefined {
   const trimmed = path.trim()
-  if (trimmed.toLowerCase() === EnterpriseUserSchema.toLowerCase()) return undefined
   const m = PathPattern.exec(trimmed)
   if (!m) throw refuse('invalidPath', `path ${JSON.stringify(path)} is malformed`)
   const [, urn, attr, valueFilter, sub] = m
-  if (urn) {
-    if (urn.toLowerCase() === EnterpriseUserSchema.toLowerCase()) return undefined
-    if (urn.toLowerCase() !== UserSchema.toLowerCase()) throw refuse('invalidPath', `path ${JSON.stringify(path)} names schema ${urn}, which users here do not have`)
-  }
+  // Schema extensions (enterprise, an identity provider's own), whole or by attribute, are accepted
+  // and not stored, as in a POST or PUT body.
+  if (urn && urn.toLowerCase() !== UserSchema.toLowerCase()) return undefined
   const key = attr.toLowerCase()
   if (ReadOnly.has(key)) throw refuse('mutability', `${attr} is read-only`)
   if (NotStored.has(key)) return undefined
@@ -91,17 +89,6 @@ function canonicalValue(value: unknown): Record<string, unknown> {
     }
   }
   return out
-}
-
-const BooleanStrings: Record<string, boolean> = { true: true, false: false }
-const asBoolean = (v: unknown) => (typeof v === 'string' && v.toLowerCase() in BooleanStrings ? BooleanStrings[v.toLowerCase()] : v)
-
-/** Entra ID sends booleans as "True"/"False": made booleans wherever the schema has one. */
-function normaliseBooleans(user: Record<string, unknown>): void {
-  if ('active' in user) user.active = asBoolean(user.active)
-  if (Array.isArray(user.emails)) {
-    for (const e of user.emails) if (e && typeof e === 'object' && 'primary' in e) e.primary = asBoolean(e.primary)
-  }
 }
 
 const ScimTypeOf: Record<string, ScimType> = { noTarget: 'noTarget', invalidSyntax: 'invalidSyntax', invalidPath: 'invalidPath' }
@@ -165,7 +152,6 @@ export function applyPatch(user: ScimUser, ops: ScimPatchOperation[]): Record<st
     }
   }
   const patched = document as Record<string, unknown>
-  normaliseBooleans(patched)
   if (typeof patched.userName !== 'string' || patched.userName.toLowerCase() !== user.userName.toLowerCase()) {
     throw refuse('mutability', `userName cannot be changed (it is ${user.userName})`)
   }

@@ -8,8 +8,6 @@ export const ScimContentType = 'application/scim+json'
 export const ScimBasePath = '/scim/v2'
 export const PatchOpSchema = 'urn:ietf:params:scim:api:messages:2.0:PatchOp'
 export const SearchRequestSchema = 'urn:ietf:params:scim:api:messages:2.0:SearchRequest'
-/** RFC 7643 section 4.3: accepted in requests and not stored (docs/scim.md). */
-export const EnterpriseUserSchema = 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User'
 
 /** The vocabulary of operator.md section 6; nothing beyond it is accepted. */
 export const Departments = [
