@@ -145,10 +145,11 @@ export function applyPatch(user: ScimUser, ops: ScimPatchOperation[]): Record<st
     try {
       scimPatch(document as never, [op], { mutateDocument: true, treatMissingAsAdd: true })
     } catch (e) {
-      if (!(e instanceof ScimError)) throw e
+      // scim-patch works on this copy only, so whatever it throws comes from the request (a null
+      // value for a complex attribute is a TypeError in it): a refusal, never a 500.
       // A value filter matching nothing (FilterArrayTargetNotFound) is the RFC's noTarget.
-      const scimType = e.constructor.name === 'FilterArrayTargetNotFound' ? 'noTarget' : (ScimTypeOf[e.scimCode ?? ''] ?? 'invalidValue')
-      throw refuse(scimType, `operation ${op.op}${'path' in op && op.path ? ` ${op.path}` : ''}: ${e.message}`)
+      const scimType = !(e instanceof ScimError) ? 'invalidValue' : e.constructor.name === 'FilterArrayTargetNotFound' ? 'noTarget' : (ScimTypeOf[e.scimCode ?? ''] ?? 'invalidValue')
+      throw refuse(scimType, `operation ${op.op}${'path' in op && op.path ? ` ${op.path}` : ''}: ${(e as Error).message}`)
     }
   }
   const patched = document as Record<string, unknown>

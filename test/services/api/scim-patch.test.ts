@@ -218,6 +218,7 @@ describe('PATCH /scim/v2/Users/{id}', () => {
     ['a value filter on a single-valued attribute', [{ op: 'replace', path: 'name[givenName eq "x"]', value: 'x' }], 'invalidPath'],
     ['a remove without a path', [{ op: 'remove' }], 'noTarget'],
     ['a replace whose filter matches no element', [{ op: 'replace', path: 'emails[type eq "other"]', value: { value: 'o@example.com' } }], 'noTarget'],
+    ['a null value for a complex attribute', [{ op: 'replace', path: 'name', value: null }], 'invalidValue'],
     ['a department outside the vocabulary', [{ op: 'replace', path: 'department', value: 'sales' }], 'invalidValue'],
     ['an active that is no boolean', [{ op: 'replace', path: 'active', value: 'maybe' }], 'invalidValue'],
     ['removing a required attribute', [{ op: 'remove', path: 'name.familyName' }], 'invalidValue'],

@@ -234,6 +234,13 @@ describe('discovery', () => {
     }
   })
 
+  it('refuses a filter on them: 403 on ServiceProviderConfig (RFC 7644 section 4), 400 on the lists', async () => {
+    const f = `?filter=${encodeURIComponent('patch.supported eq true')}`
+    expectScimError(await scim('GET', `/scim/v2/ServiceProviderConfig${f}`), 403)
+    expectScimError(await scim('GET', `/scim/v2/ResourceTypes${f}`), 400, 'invalidFilter')
+    expectScimError(await scim('GET', `/scim/v2/Schemas${f}`), 400, 'invalidFilter')
+  })
+
   it('requires the SCIM token and origin like every SCIM call', async () => {
     for (const path of ['/scim/v2/ServiceProviderConfig', '/scim/v2/ResourceTypes', '/scim/v2/Schemas']) {
       expectScimError(await request(env.baseUrl, 'GET', path, { headers: { 'x-request-origin': ORIGIN } }), 401)
