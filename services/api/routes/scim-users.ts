@@ -173,6 +173,7 @@ const SearchRequest = z.object({
   sortBy: z.string().optional(),
   sortOrder: z.enum(['ascending', 'descending']).optional(),
 })
+/** The PatchOp body, for the API document; the handler checks the operations itself (shared/domain/scim-patch.ts). */
 const PatchBody = z
   .object({
     schemas: z.array(z.string()).optional(),
