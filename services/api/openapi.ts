@@ -9,6 +9,7 @@ import { openapi as healthOperations } from './routes/health.js'
 import { openapi as metricsOperations } from './routes/metrics.js'
 import { openapi as queueDashboardOperations } from './routes/queue-dashboard.js'
 import { openapi as requestOperations } from './routes/requests.js'
+import { openapi as scimDiscoveryOperations } from './routes/scim-discovery.js'
 import { openapi as scimUserOperations } from './routes/scim-users.js'
 import { openapi as subscriptionOperations } from './routes/subscriptions.js'
 import { openapi as usersExportIdsOperations } from './routes/users-export-ids.js'
@@ -34,6 +35,7 @@ export function apiOperations(): ApiOperation[] {
     ...emailOperations,
     ...adminEmailListOperations,
     ...scimUserOperations,
+    ...scimDiscoveryOperations,
   ]
 }
 

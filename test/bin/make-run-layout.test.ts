@@ -236,6 +236,23 @@ describe("make run's layout (API and worker processes)", () => {
     })
     expect(expectStatus(patch, 200).body.department).toBe('finance')
     expectStatus(await scim('PATCH', '/scim/v2/Users/no-such-user', { schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [] }, {}), 401)
+    expectStatus(await scim('PATCH', `/scim/v2/Users/${created.body.id}`, { schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [{ op: 'replace', path: 'userName', value: 'eve@example.com' }] }), 400)
+    const searched = expectStatus(
+      await scim('POST', '/scim/v2/Users/.search', { schemas: ['urn:ietf:params:scim:api:messages:2.0:SearchRequest'], filter: 'department eq "finance"' }),
+      200,
+    )
+    expect(searched.body.Resources.map((u: { id: string }) => u.id)).toEqual([created.body.id])
+    expectStatus(await scim('POST', '/scim/v2/Users/.search', { filter: 'department eq "finance"' }), 400)
+    for (const path of ['/scim/v2/ServiceProviderConfig', '/scim/v2/ResourceTypes', '/scim/v2/Schemas', '/scim/v2/ResourceTypes/User', `/scim/v2/Schemas/${USER_SCHEMA}`]) {
+      expectStatus(await scim('GET', path), 200)
+      expectStatus(await scim('GET', path, undefined, {}), 401)
+    }
+    const filterQuery = `?filter=${encodeURIComponent('id eq "User"')}`
+    expectStatus(await scim('GET', `/scim/v2/ServiceProviderConfig${filterQuery}`), 403)
+    expectStatus(await scim('GET', `/scim/v2/ResourceTypes${filterQuery}`), 400)
+    expectStatus(await scim('GET', `/scim/v2/Schemas${filterQuery}`), 400)
+    expectStatus(await scim('GET', '/scim/v2/ResourceTypes/Group'), 404)
+    expectStatus(await scim('GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group'), 404)
     expectStatus(await scim('DELETE', `/scim/v2/Users/${created.body.id}`), 204)
     expectStatus(await scim('DELETE', `/scim/v2/Users/${created.body.id}`), 404)
   })

@@ -29,7 +29,7 @@ let scimUsers = 0
 
 type Auth = 'key' | 'admin' | 'scim'
 interface Endpoint {
-  method: 'POST' | 'PUT'
+  method: 'POST' | 'PUT' | 'PATCH'
   path: () => string
   auth: Auth
   /** A body the endpoint accepts (some may be refused for their content: a duplicate name, a busy segment). */
@@ -213,6 +213,25 @@ const endpoints: Record<string, Endpoint> = {
   // A new userName each time, so that valid bodies reach the create and not the 409.
   'POST /scim/v2/Users': { method: 'POST', path: () => '/scim/v2/Users', auth: 'scim', valid: () => scimUser(`new.user.${++scimUsers}@example.com`) },
   'PUT /scim/v2/Users/:id': { method: 'PUT', path: () => `/scim/v2/Users/${scimUserId}`, auth: 'scim', valid: () => scimUser('fuzz.user@example.com') },
+  'PATCH /scim/v2/Users/:id': {
+    method: 'PATCH',
+    path: () => `/scim/v2/Users/${scimUserId}`,
+    auth: 'scim',
+    valid: () => ({
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [
+        { op: 'Replace', path: 'name.givenName', value: 'Fuzzy' },
+        { op: 'Add', path: 'emails[type eq "work"].value', value: 'fuzz.user@example.com' },
+        { op: 'replace', value: { active: 'False', displayName: 'Fuzz' } },
+      ],
+    }),
+  },
+  'POST /scim/v2/Users/.search': {
+    method: 'POST',
+    path: () => '/scim/v2/Users/.search',
+    auth: 'scim',
+    valid: () => ({ schemas: ['urn:ietf:params:scim:api:messages:2.0:SearchRequest'], filter: 'emails[type eq "work"] and active eq false', attributes: ['userName'], count: 10 }),
+  },
 }
 
 function scimUser(userName: string) {

@@ -10,8 +10,9 @@ import type { ApiDeps, Guard } from '../deps.js'
 import type { ApiOperation } from '../api-operation.js'
 import { parseOr400, upTo50 } from '../validation.js'
 
+// One address or up to 50, as /email/spam/remove takes them (interface.md 4.11); each is applied as if sent alone.
 const EmailStatusBody = z
-  .object({ email: EmailAddress, subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']) })
+  .object({ email: upTo50(EmailAddress, 'email addresses'), subscription_state: z.enum(['opted_in', 'subscribed', 'unsubscribed']) })
   .strict()
 
 const RemoveBody = z.object({ email: upTo50(EmailAddress, 'email addresses') }).strict()
@@ -20,7 +21,7 @@ export const openapi: ApiOperation[] = [
   {
     method: 'post',
     path: '/email/status',
-    summary: 'Set the global email subscription state of an address, tied to a user or not',
+    summary: 'Set the global email subscription state of one address or up to 50, tied to a user or not',
     auth: 'api_key',
     permission: 'email.status',
     write: true,
@@ -73,7 +74,8 @@ export function emailRoutes(deps: ApiDeps, guard: Guard, provider: EmailProvider
   r.post('/email/status', ...guard('email.status', { write: true }), async (req, res) => {
     const body = parseOr400(EmailStatusBody, req.body)
     const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
-    const jobs = trackChangeJobs(request, { emailStateChanges: [{ email: body.email, subscription_state: body.subscription_state }] }, deps.config.TRACK_PARTITIONS)
+    const emailStateChanges = body.email.map((email) => ({ email, subscription_state: body.subscription_state }))
+    const jobs = trackChangeJobs(request, { emailStateChanges }, deps.config.TRACK_PARTITIONS)
     await submitRequest(deps.producer, { ...request, jobs })
     res.status(201).json({ message: 'success' })
   })

@@ -7,6 +7,7 @@ import {
   ensureWorkspaceTeams,
   getDashboardUser,
   listDashboardUsers,
+  lockDashboardUser,
   replaceDashboardUser,
   teamKey,
 } from '../../../shared/db/repositories/dashboard-user-repository.js'
@@ -19,14 +20,23 @@ import {
   ListResponseSchema,
   ScimBasePath,
   ScimContentType,
+  SearchRequestSchema,
   UserSchema,
   WorkspacePermissions,
   parseUserFilter,
   scimError,
+  selectAttributes,
   toScimUser,
   userNotFound,
+  userVersion,
+  versionMatches,
+  type DashboardUser,
+  type DashboardUserFields,
+  type UserFilter,
   type UserPermissions,
 } from '../../../shared/domain/scim.js'
+import { applyPatch, patchOperations } from '../../../shared/domain/scim-patch.js'
+import { MaxResults } from '../../../shared/domain/scim-schema.js'
 import type { ApiError } from '../../../shared/errors.js'
 import type { Metrics } from '../../../shared/metrics.js'
 import { hashSecret, hashesEqual } from '../../../shared/secrets.js'
@@ -34,9 +44,9 @@ import type { ApiDeps } from '../deps.js'
 import { bearerToken } from '../middleware/auth.js'
 import type { RateLimits } from '../middleware/rate-limit.js'
 import type { ApiOperation } from '../api-operation.js'
+import { scimDiscoveryRoutes } from './scim-discovery.js'
 
 const DEFAULT_PAGE_SIZE = 100
-const MAX_PAGE_SIZE = 1000
 
 /** An enum whose error names the refused value, as operator.md section 6 asks. */
 function namedEnum<const T extends readonly [string, ...string[]]>(values: T, what: string) {
@@ -82,37 +92,108 @@ const PermissionsBody = z
   })
   .strict()
 
-// Core attributes are not strict: identity providers send more (`active`, `emails`, `meta`, ...),
-// which RFC 7644 lets a service provider ignore.
+/** A boolean, or the strings "True"/"False" in any case, which Entra ID sends. */
+const BooleanValue = z.preprocess(
+  (v) => (typeof v === 'string' && /^(true|false)$/i.test(v) ? v.toLowerCase() === 'true' : v),
+  z.boolean({ error: 'must be true or false' }),
+)
+/** An optional text attribute; null or absent leaves it unassigned. */
+const OptionalText = (max: number) => z.string().trim().min(1).max(max).nullish().transform((v) => v ?? null)
+const Email = z.object({
+  value: z.string().trim().min(1).max(320),
+  type: z.string().trim().min(1).max(50).optional(),
+  primary: BooleanValue.optional(),
+})
+const Emails = z
+  .array(Email)
+  .max(50)
+  .nullish()
+  .transform((v) => v ?? [])
+  .refine((emails) => emails.filter((e) => e.primary).length <= 1, 'at most one address may be primary')
+
+// Core attributes are not strict: identity providers send more (`title`, `phoneNumbers`, the
+// enterprise extension, `meta`, ...), which RFC 7644 lets a service provider ignore.
 const ReplaceUserBody = z.object({
   schemas: z.array(z.string()).refine((s) => s.includes(UserSchema), `must contain ${UserSchema}`),
   userName: z.string().optional(),
-  name: z.object({ givenName: Text, familyName: Text }),
+  externalId: OptionalText(512),
+  name: z.object({ givenName: Text, familyName: Text, formatted: OptionalText(400) }),
+  displayName: OptionalText(400),
+  // Absent on a PUT: kept as it is (docs/scim.md); absent on a POST: true.
+  active: BooleanValue.optional(),
+  emails: Emails,
   department: namedEnum(Departments, 'department'),
   permissions: PermissionsBody,
 })
 const CreateUserBody = ReplaceUserBody.extend({ userName: z.email('must be an email address').max(320) })
 
+/** The fields stored for a parsed body; `active` falls back to the given value when the body leaves it out. */
+function userFields(body: z.infer<typeof ReplaceUserBody>, permissions: UserPermissions, active: boolean): DashboardUserFields {
+  return {
+    externalId: body.externalId,
+    givenName: body.name.givenName,
+    familyName: body.name.familyName,
+    formattedName: body.name.formatted,
+    displayName: body.displayName,
+    active: body.active ?? active,
+    emails: body.emails,
+    department: body.department,
+    permissions,
+  }
+}
+
 const Paging = z.object({
   // RFC 7644 section 3.4.2.4: a startIndex below 1 means 1, a negative count means 0.
   startIndex: z.coerce.number().int().default(1).transform((n) => Math.max(1, n)),
-  count: z.coerce.number().int().default(DEFAULT_PAGE_SIZE).transform((n) => Math.min(MAX_PAGE_SIZE, Math.max(0, n))),
+  count: z.coerce.number().int().default(DEFAULT_PAGE_SIZE).transform((n) => Math.min(MaxResults, Math.max(0, n))),
 })
 
+/** Comma-separated attribute names (RFC 7644 section 3.9), in a query or as a SearchRequest list. */
+const AttributeNames = z
+  .union([z.string(), z.array(z.string())])
+  .optional()
+  .transform((v) => (v === undefined ? [] : [v].flat().flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean)))
+const Projection = z.object({ attributes: AttributeNames, excludedAttributes: AttributeNames })
+type Projection = z.infer<typeof Projection>
+
 /** The query of a search, for the API document; the handler parses `filter` with the SCIM filter parser. */
-const ListQuery = Paging.extend({ filter: z.string().optional().describe('only `userName eq "<email>"`') })
+const ListQuery = Paging.extend({
+  filter: z.string().optional().describe('RFC 7644 filter on userName, externalId, emails, active, meta.lastModified, ... (docs/scim.md)'),
+  attributes: z.string().optional().describe('comma-separated attributes to return (id and schemas always are)'),
+  excludedAttributes: z.string().optional().describe('comma-separated attributes to leave out'),
+})
+/** RFC 7644 section 3.4.3; sortBy and sortOrder are accepted and ignored (sorting is not offered). */
+const SearchRequest = z.object({
+  schemas: z.array(z.string()).refine((s) => s.includes(SearchRequestSchema), `must contain ${SearchRequestSchema}`),
+  filter: z.string().optional(),
+  startIndex: z.number().int().optional(),
+  count: z.number().int().optional(),
+  attributes: z.array(z.string()).optional(),
+  excludedAttributes: z.array(z.string()).optional(),
+  sortBy: z.string().optional(),
+  sortOrder: z.enum(['ascending', 'descending']).optional(),
+})
+/** The PatchOp body, for the API document; the handler checks the operations itself (shared/domain/scim-patch.ts). */
+const PatchBody = z
+  .object({
+    schemas: z.array(z.string()).optional(),
+    Operations: z.array(z.object({ op: z.string(), path: z.string().optional(), value: z.unknown().optional() })),
+  })
+  .describe('RFC 7644 section 3.5.2 PatchOp')
 
 const scim = (op: Omit<ApiOperation, 'auth'>): ApiOperation => ({ ...op, auth: 'scim' })
 const scimUser = 'the SCIM user'
 const unknownUser = 'unknown user'
 
+const ifMatch = { 412: 'If-Match names another version; nothing changed' }
 export const openapi: ApiOperation[] = [
   scim({ method: 'post', path: '/scim/v2/Users', summary: 'Create a dashboard user (SCIM)', body: CreateUserBody, responses: { 201: scimUser, 409: 'a user with that userName exists' } }),
   scim({ method: 'get', path: '/scim/v2/Users', summary: 'Search dashboard users by filter (SCIM)', query: ListQuery, responses: { 200: 'a SCIM ListResponse' } }),
-  scim({ method: 'get', path: '/scim/v2/Users/:id', summary: 'Read a dashboard user (SCIM)', responses: { 200: scimUser, 404: unknownUser } }),
-  scim({ method: 'put', path: '/scim/v2/Users/:id', summary: 'Replace a dashboard user (SCIM)', body: ReplaceUserBody, responses: { 200: scimUser, 404: unknownUser } }),
-  scim({ method: 'delete', path: '/scim/v2/Users/:id', summary: 'Delete a dashboard user (SCIM)', responses: { 204: 'deleted', 404: unknownUser } }),
-  scim({ method: 'patch', path: '/scim/v2/Users/:id', summary: 'PATCH is not supported: use PUT (SCIM)', responses: { 501: 'not implemented' } }),
+  scim({ method: 'post', path: '/scim/v2/Users/.search', summary: 'Search dashboard users with a SearchRequest body (SCIM)', body: SearchRequest, responses: { 200: 'a SCIM ListResponse' } }),
+  scim({ method: 'get', path: '/scim/v2/Users/:id', summary: 'Read a dashboard user (SCIM); If-None-Match answers 304 when unchanged', responses: { 200: scimUser, 304: 'unchanged since the version named', 404: unknownUser } }),
+  scim({ method: 'put', path: '/scim/v2/Users/:id', summary: 'Replace a dashboard user (SCIM)', body: ReplaceUserBody, responses: { 200: scimUser, 404: unknownUser, ...ifMatch } }),
+  scim({ method: 'patch', path: '/scim/v2/Users/:id', summary: 'Modify a dashboard user with PATCH operations, all or none (SCIM)', body: PatchBody, responses: { 200: scimUser, 404: unknownUser, ...ifMatch } }),
+  scim({ method: 'delete', path: '/scim/v2/Users/:id', summary: 'Delete a dashboard user (SCIM)', responses: { 204: 'deleted', 404: unknownUser, ...ifMatch } }),
 ]
 
 /** Parses with the schema; a failure is a 400 `invalidValue` naming every bad field. */
@@ -186,85 +267,134 @@ async function resolvePermissions(db: Queryable, body: z.infer<typeof Permission
 }
 
 /** The optional `filter` query parameter, parsed; anything but one string is an invalid filter. */
-function filterOf(req: Request) {
-  const filter = req.query.filter
+function filterOf(filter: unknown): UserFilter | undefined {
   if (filter === undefined) return undefined
   if (typeof filter !== 'string' || !filter.trim()) throw scimError(400, 'filter must be one non-empty string', 'invalidFilter')
   return parseUserFilter(filter)
 }
 
+/** Whether the request's If-Match (when sent) names the user's version; a stale one is a 412 (RFC 7644 section 3.14). */
+function checkIfMatch(req: Request, user: DashboardUser): void {
+  const header = req.get('if-match')
+  if (header !== undefined && !versionMatches(header, user)) {
+    throw scimError(412, `the user has changed: its version is ${userVersion(user)}, not ${header}`)
+  }
+}
+
 /**
- * SCIM 2.0 Users (interface.md 4.13 to 4.17) under /scim/v2, with its own auth and limit; its
- * errors answer SCIM error bodies through the app's error handler (middleware/errors.ts).
+ * SCIM 2.0 Users (interface.md 4.13 to 4.17, and RFC 7644 beyond them: docs/scim.md) under
+ * /scim/v2, with its own auth and limit; its errors answer SCIM error bodies through the app's
+ * error handler (middleware/errors.ts).
  */
 export function scimUserRoutes(deps: ApiDeps): Router {
   const r = Router()
   const db = deps.pg
   const baseUrl = deps.config.PUBLIC_URL
   r.use(ScimBasePath, authenticateScim(db), limitScim(deps.rateLimits, deps.metrics))
+  r.use(scimDiscoveryRoutes(baseUrl))
+
+  /** One user answered with its ETag (equal to meta.version) and the requested attributes only. */
+  const sendUser = (req: Request, res: Response, status: number, user: DashboardUser) => {
+    const { attributes, excludedAttributes } = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
+    res.setHeader('ETag', userVersion(user))
+    sendScim(res, status, selectAttributes(toScimUser(user, baseUrl), attributes, excludedAttributes))
+  }
+
+  const search = async (res: Response, q: { filter?: UserFilter; startIndex: number; count: number } & Projection) => {
+    const { total, users } = await listDashboardUsers(db, { filter: q.filter, offset: q.startIndex - 1, limit: q.count })
+    sendScim(res, 200, {
+      schemas: [ListResponseSchema],
+      totalResults: total,
+      startIndex: q.startIndex,
+      itemsPerPage: users.length,
+      Resources: users.map((u) => selectAttributes(toScimUser(u, baseUrl), q.attributes, q.excludedAttributes)),
+    })
+  }
+
+  /** PUT and PATCH: the row locked, If-Match checked, the new state computed and stored in one transaction. */
+  const replace = (req: Request, next: (current: DashboardUser) => z.infer<typeof ReplaceUserBody>) =>
+    withTransaction(db, async (tx) => {
+      const current = await lockDashboardUser(tx, req.params.id as string)
+      if (!current) throw userNotFound()
+      checkIfMatch(req, current)
+      const body = next(current)
+      // userName is immutable (interface.md 4.16); repeating it, in any letter case, is fine.
+      if (body.userName !== undefined && body.userName.toLowerCase() !== current.user_name.toLowerCase()) {
+        throw scimError(400, `userName cannot be changed (it is ${current.user_name})`, 'mutability')
+      }
+      const permissions = await resolvePermissions(tx, body.permissions)
+      return (await replaceDashboardUser(tx, current.id, userFields(body, permissions, current.active)))!
+    })
 
   r.post(`${ScimBasePath}/Users`, async (req, res) => {
     const body = parseScim(CreateUserBody, req.body)
     // One transaction, so a 409 leaves none of the teams it named behind.
     const user = await withTransaction(db, async (tx) => {
       const permissions = await resolvePermissions(tx, body.permissions)
-      const created = await createDashboardUser(tx, { userName: body.userName, ...body.name, department: body.department, permissions })
+      const created = await createDashboardUser(tx, { userName: body.userName, ...userFields(body, permissions, true) })
       if (!created) throw scimError(409, `a user with userName ${body.userName} already exists`, 'uniqueness')
       return created
     })
-    const scimUser = toScimUser(user, baseUrl)
-    res.location(scimUser.meta.location)
-    sendScim(res, 201, scimUser)
+    res.location(toScimUser(user, baseUrl).meta.location)
+    sendUser(req, res, 201, user)
   })
 
   r.get(`${ScimBasePath}/Users`, async (req, res) => {
-    const filter = filterOf(req)
-    const { startIndex, count } = parseScim(Paging, { startIndex: req.query.startIndex, count: req.query.count })
-    const { total, users } = await listDashboardUsers(db, { filter, offset: startIndex - 1, limit: count })
-    sendScim(res, 200, {
-      schemas: [ListResponseSchema],
-      totalResults: total,
-      startIndex,
-      itemsPerPage: users.length,
-      Resources: users.map((u) => toScimUser(u, baseUrl)),
-    })
+    const filter = filterOf(req.query.filter)
+    const paging = parseScim(Paging, { startIndex: req.query.startIndex, count: req.query.count })
+    const projection = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
+    await search(res, { filter, ...paging, ...projection })
+  })
+
+  r.post(`${ScimBasePath}/Users/.search`, async (req, res) => {
+    const body = parseScim(SearchRequest, req.body)
+    const filter = filterOf(body.filter)
+    const paging = parseScim(Paging, { startIndex: body.startIndex, count: body.count })
+    const projection = parseScim(Projection, { attributes: body.attributes, excludedAttributes: body.excludedAttributes })
+    await search(res, { filter, ...paging, ...projection })
   })
 
   r.get(`${ScimBasePath}/Users/:id`, async (req, res) => {
     const user = await getDashboardUser(db, req.params.id)
     if (!user) throw userNotFound()
-    sendScim(res, 200, toScimUser(user, baseUrl))
+    const unchanged = req.get('if-none-match')
+    if (unchanged !== undefined && versionMatches(unchanged, user)) {
+      res.setHeader('ETag', userVersion(user))
+      res.status(304).end()
+      return
+    }
+    sendUser(req, res, 200, user)
   })
 
   r.put(`${ScimBasePath}/Users/:id`, async (req, res) => {
     // An unknown id is a 404 whatever the body holds.
-    const current = await getDashboardUser(db, req.params.id)
-    if (!current) throw userNotFound()
+    if (!(await getDashboardUser(db, req.params.id))) throw userNotFound()
     const body = parseScim(ReplaceUserBody, req.body)
-    // userName is immutable (interface.md 4.16); repeating it, in any letter case, is fine.
-    if (body.userName !== undefined && body.userName.toLowerCase() !== current.user_name.toLowerCase()) {
-      throw scimError(400, `userName cannot be changed (it is ${current.user_name})`, 'mutability')
-    }
-    const user = await withTransaction(db, async (tx) => {
-      const permissions = await resolvePermissions(tx, body.permissions)
-      const replaced = await replaceDashboardUser(tx, req.params.id, { ...body.name, department: body.department, permissions })
-      if (!replaced) throw userNotFound()
-      return replaced
-    })
-    sendScim(res, 200, toScimUser(user, baseUrl))
+    sendUser(req, res, 200, await replace(req, () => body))
+  })
+
+  r.patch(`${ScimBasePath}/Users/:id`, async (req, res) => {
+    if (!(await getDashboardUser(db, req.params.id))) throw userNotFound()
+    const ops = patchOperations(req.body)
+    // The operations apply to the locked row's state, so two PATCHes never lose each other's changes.
+    const user = await replace(req, (current) => parseScim(ReplaceUserBody, applyPatch(toScimUser(current, baseUrl), ops)))
+    sendUser(req, res, 200, user)
   })
 
   r.delete(`${ScimBasePath}/Users/:id`, async (req, res) => {
-    if (!(await deleteDashboardUser(db, req.params.id))) throw userNotFound()
+    await withTransaction(db, async (tx) => {
+      const current = await lockDashboardUser(tx, req.params.id)
+      if (!current) throw userNotFound()
+      checkIfMatch(req, current)
+      await deleteDashboardUser(tx, current.id)
+    })
     res.status(204).end()
   })
 
-  r.patch(`${ScimBasePath}/Users/:id`, () => {
-    throw scimError(501, 'PATCH is not supported; replace the user with PUT')
-  })
-
   r.use(ScimBasePath, (req) => {
-    throw scimError(404, `no such SCIM endpoint: ${req.method} ${req.originalUrl.split('?')[0]}`)
+    const path = req.originalUrl.split('?')[0]
+    const unsupported = /^\/scim\/v2\/(Groups|Bulk|Me)(\/|$)/i.test(path) ? ': this service provides Users only (no Groups, Bulk or /Me; see /scim/v2/ServiceProviderConfig)' : ''
+    throw scimError(404, `no such SCIM endpoint: ${req.method} ${path}${unsupported}`)
   })
   return r
 }

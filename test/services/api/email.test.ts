@@ -86,10 +86,41 @@ describe('POST /email/status', () => {
     expect(await emailSubscribeOf('after@example.com')).toEqual({ 'tied-existing': 'subscribed' })
   })
 
+  it('takes an array of up to 50 addresses and applies each as if sent alone', async () => {
+    await trackAndWait({
+      attributes: [
+        { external_id: 'arr-a', email: 'arr-a@example.com' },
+        { external_id: 'arr-b', email: 'ARR-B@example.com' },
+        { external_id: 'arr-c', email: 'arr-c@example.com' },
+      ],
+    })
+    const r = await env.call('POST', '/email/status', {
+      key: ws.key,
+      body: { email: ['arr-a@example.com', 'Arr-B@example.com', 'arr-untied@example.com'], subscription_state: 'unsubscribed' },
+    })
+    expect(r.body).toEqual({ message: 'success' })
+    await waitDone(r)
+    expect(await emailSubscribeOf('arr-a@example.com')).toEqual({ 'arr-a': 'unsubscribed' })
+    expect(await emailSubscribeOf('arr-b@example.com')).toEqual({ 'arr-b': 'unsubscribed' })
+    expect(await emailSubscribeOf('arr-c@example.com')).toEqual({ 'arr-c': undefined })
+    const stored = await env.ctx.pg.query('SELECT state FROM email_states WHERE workspace_id = $1 AND email = $2', [ws.id, 'arr-untied@example.com'])
+    expect(stored.rows).toEqual([{ state: 'unsubscribed' }])
+
+    const fifty = Array.from({ length: 50 }, (_, i) => `status-bulk${i}@example.com`)
+    const many = await env.call('POST', '/email/status', { key: ws.key, body: { email: fifty, subscription_state: 'opted_in' } })
+    await waitDone(many)
+    const states = await env.ctx.pg.query('SELECT count(*)::int AS n FROM email_states WHERE workspace_id = $1 AND email = ANY($2) AND state = $3', [ws.id, fifty, 'opted_in'])
+    expect(states.rows[0].n).toBe(50)
+  })
+
   it('validates the body with messages naming the field', async () => {
+    const fiftyOne = Array.from({ length: 51 }, (_, i) => `over${i}@example.com`)
     const cases: [unknown, RegExp][] = [
-      [{ email: 'broken', subscription_state: 'subscribed' }, /^email: must be a valid email address$/],
-      [{ email: ['a@example.com'], subscription_state: 'subscribed' }, /^email:/],
+      // A single address is a list of one, so its error names email.0, as /email/spam/remove answers.
+      [{ email: 'broken', subscription_state: 'subscribed' }, /^email.0: must be a valid email address$/],
+      [{ email: fiftyOne, subscription_state: 'subscribed' }, /^email: must hold at most 50 email addresses per request$/],
+      [{ email: ['a@example.com', 'broken'], subscription_state: 'subscribed' }, /^email\.1: must be a valid email address$/],
+      [{ email: [], subscription_state: 'subscribed' }, /^email: must hold at least 1 email addresses$/],
       [{ email: 'a@example.com', subscription_state: 'maybe' }, /^subscription_state:/],
       [{ subscription_state: 'subscribed' }, /^email:/],
     ]
@@ -98,6 +129,8 @@ describe('POST /email/status', () => {
       expect(r.status, JSON.stringify(body)).toBe(400)
       expect(r.body.message).toMatch(message)
     }
+    const refused = await env.ctx.pg.query('SELECT email FROM email_states WHERE workspace_id = $1 AND email = ANY($2)', [ws.id, [...fiftyOne, 'a@example.com']])
+    expect(refused.rows).toEqual([])
   })
 })
 

@@ -101,8 +101,22 @@ describe('SCIM filter parsing', () => {
     })
   })
 
-  it('refuses malformed filters, other attributes, ordering operators and non-string values', () => {
-    for (const f of ['userName eq', 'userName eq "a" junk', 'emails eq "a@b.com"', 'emails[type eq "work"]', 'userName gt "a"', 'userName eq 5']) {
+  it('reads the RFC 7644 operators, value paths and typed values', () => {
+    expect(parseUserFilter('emails[type eq "work" and value co "@example.com"]')).toEqual({
+      op: 'emails',
+      filter: { op: 'and', filters: [{ op: 'eq', attribute: 'emails.type', value: 'work' }, { op: 'co', attribute: 'emails.value', value: '@example.com' }] },
+    })
+    expect(parseUserFilter('emails eq "a@b.com"')).toEqual({ op: 'eq', attribute: 'emails.value', value: 'a@b.com' })
+    expect(parseUserFilter('active eq "False"')).toEqual({ op: 'eq', attribute: 'active', value: false })
+    expect(parseUserFilter('meta.lastModified gt "2011-05-13T04:42:34Z"')).toEqual({ op: 'gt', attribute: 'meta.lastModified', value: '2011-05-13T04:42:34.000Z' })
+    expect(parseUserFilter('ExternalId eq "701984"')).toEqual({ op: 'eq', attribute: 'externalId', value: '701984' })
+  })
+
+  it('refuses malformed filters, other attributes, operators a type lacks and values of the wrong type', () => {
+    for (const f of [
+      'userName eq', 'userName eq "a" junk', 'title eq "x"', 'name[givenName eq "x"]', 'emails[title eq "x"]', 'active gt true',
+      'active co "t"', 'active eq "maybe"', 'meta.lastModified sw "2011"', 'meta.lastModified gt "yesterday"', 'userName eq 5',
+    ]) {
       expect(() => parseUserFilter(f), f).toThrow(expect.objectContaining({ status: 400, extra: { scimType: 'invalidFilter' } }))
     }
   })
@@ -163,13 +177,16 @@ describe('POST /scim/v2/Users', () => {
           },
         ],
       },
+      active: true,
       meta: {
         resourceType: 'User',
         created: expect.any(String),
         lastModified: expect.any(String),
         location: r.headers.get('location'),
+        version: r.headers.get('etag'),
       },
     })
+    expect(r.headers.get('etag')).toMatch(/^W\/"\d+"$/)
     expect(new Date(r.body.meta.created).toISOString()).toBe(r.body.meta.created)
 
     const read = await scim('GET', `/scim/v2/Users/${id}`)
@@ -226,13 +243,21 @@ describe('POST /scim/v2/Users', () => {
     expect(list.body.totalResults).toBe(0)
   })
 
-  it('accepts and ignores core attributes it does not store', async () => {
+  it('accepts and ignores attributes it does not store, and a client-chosen id', async () => {
     const r = await scim('POST', '/scim/v2/Users', {
-      body: newUser('extra@example.com', { active: true, emails: [{ value: 'extra@example.com', primary: true }], id: 'mine' }),
+      body: newUser('extra@example.com', {
+        id: 'mine',
+        title: 'Engineer',
+        phoneNumbers: [{ value: '+1 555 0100', type: 'work' }],
+        'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User': { employeeNumber: '701984', department: 'Tour Operations' },
+      }),
     })
     expect(r.status).toBe(201)
     expect(r.body.id).not.toBe('mine')
-    expect(r.body.active).toBeUndefined()
+    expect(r.body.title).toBeUndefined()
+    expect(r.body.phoneNumbers).toBeUndefined()
+    expect(r.body['urn:ietf:params:scim:schemas:extension:enterprise:2.0:User']).toBeUndefined()
+    expect(r.body.department).toBe('engineering')
   })
 })
 
@@ -311,7 +336,7 @@ describe('GET /scim/v2/Users', () => {
   })
 
   it('refuses unsupported or malformed filters with 400 invalidFilter', async () => {
-    for (const f of ['userName eq', 'title eq "x"', 'userName gt "a"', 'emails[value eq "x"]', '']) {
+    for (const f of ['userName eq', 'title eq "x"', 'active gt true', 'phoneNumbers[value eq "x"]', '']) {
       const r = await scim('GET', `/scim/v2/Users?filter=${encodeURIComponent(f)}`)
       expectScimError(r, 400, 'invalidFilter')
     }
@@ -434,10 +459,14 @@ describe('GET, PUT and DELETE /scim/v2/Users/{id}', () => {
     expect((await scim('POST', '/scim/v2/Users', { body: newUser('leaving@example.com') })).status).toBe(201)
   })
 
-  it('PATCH is 501 and other SCIM paths are 404, both as SCIM errors', async () => {
-    const created = await createUser('patch@example.com')
-    expectScimError(await scim('PATCH', `/scim/v2/Users/${created.id}`, { body: { schemas: [], Operations: [] } }), 501)
-    expectScimError(await scim('GET', '/scim/v2/Groups'), 404)
+  it('Groups, Bulk and other SCIM paths answer a SCIM 404 saying what is provided', async () => {
+    for (const path of ['/scim/v2/Groups', `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "Admins"')}`, '/scim/v2/Bulk', '/scim/v2/Me']) {
+      const r = await scim('GET', path)
+      expectScimError(r, 404)
+      expect(r.body.detail).toMatch(/Users only/)
+    }
+    expectScimError(await scim('POST', '/scim/v2/Groups', { body: { schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'], displayName: 'Admins' } }), 404)
+    expectScimError(await scim('GET', '/scim/v2/Nothing'), 404)
   })
 })
 
