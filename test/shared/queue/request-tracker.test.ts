@@ -19,8 +19,18 @@ afterAll(async () => {
   await redis.quit()
 })
 
-/** Writes to the Redis socket while fn runs: a pipeline or one script call is one write, one round trip. */
+/**
+ * Writes to the Redis socket while fn runs: a pipeline or one script call is one write, one round
+ * trip. fn must be safe to repeat: another test file restarts Redis, which forgets loaded scripts,
+ * and the first call after that is answered NOSCRIPT and sent again; the count of a second call
+ * is then the one that tells.
+ */
 async function roundTrips(fn: () => Promise<unknown>): Promise<number> {
+  const first = await writesWhile(fn)
+  return first === 1 ? first : Math.min(first, await writesWhile(fn))
+}
+
+async function writesWhile(fn: () => Promise<unknown>): Promise<number> {
   const stream = (redis as unknown as { stream: { write: (...a: unknown[]) => boolean } }).stream
   const write = stream.write
   let writes = 0
