@@ -2,8 +2,7 @@ import type { Worker } from 'bullmq'
 import type { Context } from '../shared/context.js'
 import type { JobName } from '../shared/queue/jobs.js'
 import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
-import { isTrackQueue } from '../shared/queue/track-jobs.js'
-import type { Metrics } from '../shared/metrics.js'
+import { queueFamily, type Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
 import { ReadPriority } from './clickhouse-reads/priority.js'
 import { serveClickHouseReads } from './clickhouse-reads/server.js'
@@ -63,11 +62,13 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
           // The history-changing queues yield to the API's reads; exports and callbacks are reads or wait on the network.
           yieldTo: role === 'track' || role === 'identity' ? () => readPriority.yield() : undefined,
           onOutcome: (q, outcome, seconds) => {
-            const family = isTrackQueue(q) ? 'track' : q
+            const family = queueFamily(q).family
             metrics.jobs.inc({ queue: family, outcome: outcome.status })
             metrics.jobDuration.observe({ queue: family }, seconds)
             if (outcome.status === 'ok' && outcome.applied) metrics.objectsApplied.inc({ queue: family }, outcome.applied)
           },
+          onRequestFinished: (q, status, seconds) => metrics.requestDone.observe({ queue: queueFamily(q).family, status }, seconds),
+          onStalled: (q) => metrics.jobsStalled.inc({ queue: queueFamily(q).family }),
         }),
       )
     }
