@@ -124,6 +124,24 @@ describe('the Prometheus alert rules', () => {
   })
 })
 
+describe('the Grafana dashboard', () => {
+  it('reads recording rules that alerts.yml records, in its SLO panels', () => {
+    const dashboard = JSON.parse(readFileSync(path.join(root, 'infra/grafana/dashboard.json'), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] }
+    const recorded = new Set(rulesFile.groups.flatMap((g) => g.rules).flatMap((r) => (r.record ? [r.record] : [])))
+    const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr))
+    const used = new Set(exprs.flatMap((e) => [...e.matchAll(/\b(uds:\w+:\w+)\b/g)].map((m) => m[1])))
+    expect([...used].sort()).toEqual(
+      ['uds:api_request_errors:ratio_rate1d', 'uds:api_request_errors:ratio_rate1h', 'uds:api_request_errors:ratio_rate30d', 'uds:api_request_errors:ratio_rate3d', 'uds:api_request_errors:ratio_rate5m', 'uds:api_request_errors:ratio_rate6h',
+        'uds:track_request_errors:ratio_rate1d', 'uds:track_request_errors:ratio_rate1h', 'uds:track_request_errors:ratio_rate30d', 'uds:track_request_errors:ratio_rate3d', 'uds:track_request_errors:ratio_rate5m', 'uds:track_request_errors:ratio_rate6h'],
+    )
+    expect([...used].filter((r) => !recorded.has(r))).toEqual([])
+    const titles = dashboard.panels.map((p) => p.title)
+    for (const t of ['Ingestion: error budget left', 'Ingestion: burn rate', 'Accepted -> done p50 / p99', 'API availability: error budget left', 'API availability: burn rate']) {
+      expect(titles.some((x) => x.startsWith(t)), `a panel "${t}"`).toBe(true)
+    }
+  })
+})
+
 describe('the example Prometheus configuration', () => {
   it('passes promtool check config, rules included', async () => {
     // The token file it names must exist for the check: a copy points at one in a scratch folder.
