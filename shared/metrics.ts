@@ -95,6 +95,14 @@ export function createMetrics() {
     return inFlight
   }
 
+  const rateLimited = new Counter({
+    name: 'uds_rate_limit_rejections_total',
+    help: 'Requests refused with 429, by bucket',
+    labelNames: ['bucket'] as const,
+    registers: [registry],
+  })
+  // From 0, so the alert on backlog refusals sees the first one.
+  rateLimited.inc({ bucket: 'track_backlog' }, 0)
   const backlogLimit = new Gauge({
     name: 'uds_track_backlog_limit_objects',
     help: 'Bound of the track backlog past which /users/track answers 429: scope all (TRACK_BACKLOG_MAX_OBJECTS) or workspace (..._PER_WORKSPACE)',
@@ -128,12 +136,7 @@ export function createMetrics() {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),
-    rateLimited: new Counter({
-      name: 'uds_rate_limit_rejections_total',
-      help: 'Requests refused with 429, by bucket',
-      labelNames: ['bucket'] as const,
-      registers: [registry],
-    }),
+    rateLimited,
     jobs: new Counter({
       name: 'uds_jobs_total',
       help: 'Jobs finished by queue and outcome',

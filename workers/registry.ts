@@ -45,6 +45,10 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
   const readPriority = new ReadPriority()
   const workers: Worker[] = []
   for (const role of roles) {
+    // Series exist from the start at 0, so an alert's increase() counts the first failure or stall too.
+    for (const outcome of ['ok', 'skip', 'fail'] as const) metrics.jobs.inc({ queue: role, outcome }, 0)
+    metrics.jobsStalled.inc({ queue: role }, 0)
+    for (const status of ['done', 'failed'] as const) metrics.requestDone.zero({ queue: role, status })
     const jobName = jobOfRole[role]
     const processor = processors[jobName](deps) as Processor<typeof jobName> | BatchProcessor<typeof jobName>
     for (const queue of queueNamesFor(role, ctx.config.TRACK_PARTITIONS)) {
