@@ -11,8 +11,8 @@ interface QueueCounts {
   family: string
   partition?: string
   counts: Record<QueueState, number>
-  /** BullMQ workers connected to the queue (Redis `CLIENT LIST`), alive or not. */
-  workers: number
+  /** BullMQ workers connected to the queue, alive or not; undefined when Redis does not say. */
+  workers?: number
 }
 
 /** `track-3` is partition 3 of the `track` family; other queues are their own family. */
@@ -29,18 +29,18 @@ interface Readings {
 }
 
 async function readQueueState(queues: QueueRegistry, tracker: RequestTracker): Promise<Readings> {
-  const [counts, lag, backlog] = await Promise.all([
+  const [counts, lag, backlog, workers] = await Promise.all([
     Promise.all(
       queues.allNames().map(async (name) => {
-        const queue = queues.get(name)
-        const [counts, workers] = await Promise.all([queue.getJobCounts(...QueueStates) as Promise<Record<QueueState, number>>, queue.getWorkersCount()])
-        return { ...queueFamily(name), counts, workers }
+        const counts = (await queues.get(name).getJobCounts(...QueueStates)) as Record<QueueState, number>
+        return { ...queueFamily(name), counts, name }
       }),
     ),
     trackLagSeconds(queues),
     tracker.backlog(),
+    queues.workerCounts(),
   ])
-  return { counts, lag, backlog }
+  return { counts: counts.map(({ name, ...q }) => ({ ...q, workers: workers?.get(name) })), lag, backlog }
 }
 
 /** Sums partitions into their family, so `track` shows the whole backlog next to each partition's. */
@@ -208,7 +208,9 @@ export function createMetrics() {
       async collect() {
         const all = (await currentState())?.counts
         this.reset()
-        for (const q of all ?? []) this.set({ queue: q.family, ...(q.partition === undefined ? {} : { partition: q.partition }) }, q.workers)
+        for (const q of all ?? []) {
+          if (q.workers !== undefined) this.set({ queue: q.family, ...(q.partition === undefined ? {} : { partition: q.partition }) }, q.workers)
+        }
       },
     }),
     queueLag: new Gauge({
