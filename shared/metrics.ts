@@ -268,33 +268,36 @@ export function createMetrics() {
         if (backlog) this.set(backlog.byWorkspace.size)
       },
     }),
-    // Settings of the stores, refreshed periodically (services/storage-gauges.ts); absent when unreadable.
+    // Settings of the stores, refreshed periodically (services/storage-gauges.ts); absent while
+    // unreadable. Labelled by the server (never a label-less 0, which would read as "off").
     redisAofEnabled: new Gauge({
       name: 'uds_redis_aof_enabled',
-      help: 'Whether Redis appends every write to its AOF (appendonly yes): 1 or 0',
+      help: 'Whether Redis appends every write to its AOF (appendonly yes): 1 or 0, by server (host:port)',
+      labelNames: ['redis'] as const,
       registers: [registry],
     }),
     redisEvicting: new Gauge({
       name: 'uds_redis_maxmemory_policy_evicting',
-      help: 'Whether Redis may evict keys when full (maxmemory-policy other than noeviction): 1 or 0, the policy as a label',
-      labelNames: ['policy'] as const,
+      help: 'Whether Redis may evict keys when full (maxmemory-policy other than noeviction): 1 or 0, by server and policy',
+      labelNames: ['redis', 'policy'] as const,
       registers: [registry],
     }),
     postgresAutovacuum: new Gauge({
       name: 'uds_postgres_autovacuum_enabled',
-      help: 'Whether the Postgres autovacuum daemon runs (autovacuum and track_counts on): 1 or 0',
+      help: 'Whether the Postgres autovacuum daemon runs (autovacuum and track_counts on): 1 or 0, by database (host:port/name)',
+      labelNames: ['database'] as const,
       registers: [registry],
     }),
     postgresDeadRows: new Gauge({
       name: 'uds_postgres_dead_rows',
       help: 'Dead row estimate of each hot table (pg_stat_user_tables.n_dead_tup)',
-      labelNames: ['table'] as const,
+      labelNames: ['database', 'table'] as const,
       registers: [registry],
     }),
     postgresDeadRowRatio: new Gauge({
       name: 'uds_postgres_dead_row_ratio',
       help: 'Dead rows over all rows (live and dead) of each hot table',
-      labelNames: ['table'] as const,
+      labelNames: ['database', 'table'] as const,
       registers: [registry],
     }),
   }

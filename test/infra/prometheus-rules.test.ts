@@ -80,9 +80,9 @@ describe('the Prometheus alert rules', () => {
     }
   })
 
-  it('name the queue, partition, workspace, route or table in the summary wherever the alert carries one', () => {
+  it('name the queue, partition, workspace, route, table or server in the summary wherever the alert carries one', () => {
     for (const a of alerts) {
-      for (const label of ['queue', 'partition', 'workspace', 'route', 'table', 'policy']) {
+      for (const label of ['queue', 'partition', 'workspace', 'route', 'table', 'policy', 'redis', 'database']) {
         if (new RegExp(`by \\([^)]*\\b${label}\\b`).test(a.expr)) expect(a.annotations!.summary, `${a.alert} summary names ${label}`).toContain(`$labels.${label}`)
       }
     }
