@@ -10,6 +10,7 @@ run: deps services
 
 test: deps services
 	@bash infra/scripts/install-browser.sh
+	@bash infra/scripts/install-prometheus.sh
 	npx vitest run
 
 bench: deps services

@@ -6,6 +6,7 @@ import { startMetricsListener } from '../services/api/routes/metrics.js'
 import { ensureAdminToken, ensureFirstStartCredentials } from '../services/bootstrap.js'
 import { warnAboutPostgresVacuum } from '../services/postgres-check.js'
 import { warnAboutRedisDurability } from '../services/redis-check.js'
+import { watchStorageSettings } from '../services/storage-gauges.js'
 import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createContext } from '../shared/context.js'
@@ -60,6 +61,8 @@ async function main() {
   await warnAboutRedisDurability(ctx.redis, logger)
   await warnAboutPostgresVacuum(ctx.pg, logger)
   const metrics = createMetrics()
+  metrics.setBacklogBounds({ all: config.TRACK_BACKLOG_MAX_OBJECTS, workspace: config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE })
+  const storageGauges = watchStorageSettings(ctx, metrics)
 
   let workers: Worker[] = []
   if (roles.workers.length) workers = await startWorkers(ctx, roles.workers, metrics)
@@ -106,6 +109,7 @@ async function main() {
       process.exit(1)
     }, SHUTDOWN_GRACE_MS)
     force.unref()
+    storageGauges.stop()
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()))
     await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()))
     await Promise.all(workers.map((w) => w.close()))

@@ -11,6 +11,8 @@ interface QueueCounts {
   family: string
   partition?: string
   counts: Record<QueueState, number>
+  /** BullMQ workers connected to the queue, alive or not; undefined when Redis does not say. */
+  workers?: number
 }
 
 /** `track-3` is partition 3 of the `track` family; other queues are their own family. */
@@ -27,17 +29,18 @@ interface Readings {
 }
 
 async function readQueueState(queues: QueueRegistry, tracker: RequestTracker): Promise<Readings> {
-  const [counts, lag, backlog] = await Promise.all([
+  const [counts, lag, backlog, workers] = await Promise.all([
     Promise.all(
       queues.allNames().map(async (name) => {
         const counts = (await queues.get(name).getJobCounts(...QueueStates)) as Record<QueueState, number>
-        return { ...queueFamily(name), counts }
+        return { ...queueFamily(name), counts, name }
       }),
     ),
     trackLagSeconds(queues),
     tracker.backlog(),
+    queues.workerCounts(),
   ])
-  return { counts, lag, backlog }
+  return { counts: counts.map(({ name, ...q }) => ({ ...q, workers: workers?.get(name) })), lag, backlog }
 }
 
 /** Sums partitions into their family, so `track` shows the whole backlog next to each partition's. */
@@ -51,12 +54,29 @@ function sumByFamily(all: QueueCounts[]): Map<string, Record<QueueState, number>
   return totals
 }
 
-/** Prometheus metrics of one process; labels never carry workspace ids or user data. */
+/** The track backlog's bounds (TRACK_BACKLOG_MAX_OBJECTS, ..._PER_WORKSPACE). */
+export interface BacklogBounds {
+  all: number
+  workspace: number
+}
+
+/**
+ * A workspace's backlog is reported by id once it holds this share of its bound, and only the
+ * largest few: the alert on a workspace at its bound can name it while the series stay few.
+ */
+const NAMED_WORKSPACE_SHARE = 0.5
+const NAMED_WORKSPACES_MAX = 10
+
+/**
+ * Prometheus metrics of one process. Labels never carry user data, keys, or workspace ids but on
+ * `uds_track_backlog_workspace_objects` (the few workspaces near their backlog bound).
+ */
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 
   let watched: { queues: QueueRegistry; tracker: RequestTracker } | undefined
+  let bounds: BacklogBounds | undefined
   // The queue gauges are collected concurrently on a scrape; they share one read of Redis.
   let inFlight: Promise<Readings | undefined> | undefined
   const queueErrors = new Counter({
@@ -75,12 +95,33 @@ export function createMetrics() {
     return inFlight
   }
 
+  const rateLimited = new Counter({
+    name: 'uds_rate_limit_rejections_total',
+    help: 'Requests refused with 429, by bucket',
+    labelNames: ['bucket'] as const,
+    registers: [registry],
+  })
+  // From 0, so the alert on backlog refusals sees the first one.
+  rateLimited.inc({ bucket: 'track_backlog' }, 0)
+  const backlogLimit = new Gauge({
+    name: 'uds_track_backlog_limit_objects',
+    help: 'Bound of the track backlog past which /users/track answers 429: scope all (TRACK_BACKLOG_MAX_OBJECTS) or workspace (..._PER_WORKSPACE)',
+    labelNames: ['scope'] as const,
+    registers: [registry],
+  })
+
   return {
     registry,
     /** Counts of `queues` are read on every scrape from now on (idempotent: the last registry wins). */
     watchQueues(queues: QueueRegistry) {
       // The backlog lives beside the queues: the same connection and prefix read it.
       watched = { queues, tracker: new RequestTracker(queues.connection, queues.prefix) }
+    },
+    /** The backlog's bounds, reported beside the backlog so an alert can compare the two. */
+    setBacklogBounds(b: BacklogBounds) {
+      bounds = b
+      backlogLimit.set({ scope: 'all' }, b.all)
+      backlogLimit.set({ scope: 'workspace' }, b.workspace)
     },
     httpRequests: new Counter({
       name: 'uds_http_requests_total',
@@ -95,12 +136,7 @@ export function createMetrics() {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),
-    rateLimited: new Counter({
-      name: 'uds_rate_limit_rejections_total',
-      help: 'Requests refused with 429, by bucket',
-      labelNames: ['bucket'] as const,
-      registers: [registry],
-    }),
+    rateLimited,
     jobs: new Counter({
       name: 'uds_jobs_total',
       help: 'Jobs finished by queue and outcome',
@@ -112,6 +148,20 @@ export function createMetrics() {
       help: 'Job processing time by queue',
       labelNames: ['queue'] as const,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60],
+      registers: [registry],
+    }),
+    requestDone: new Histogram({
+      name: 'uds_request_done_seconds',
+      help: 'Seconds from a request accepted (its jobs added to their queues) to its last job reported, by queue family of that job and status (done, failed)',
+      labelNames: ['queue', 'status'] as const,
+      // Around the ingestion objective (99% of track requests done within 5 s): 5 must be a bucket bound.
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers: [registry],
+    }),
+    jobsStalled: new Counter({
+      name: 'uds_jobs_stalled_total',
+      help: 'Jobs whose lock expired (their worker died or hung) and went back to their queue, by queue family',
+      labelNames: ['queue'] as const,
       registers: [registry],
     }),
     objectsApplied: new Counter({
@@ -150,6 +200,19 @@ export function createMetrics() {
         }
       },
     }),
+    queueWorkers: new Gauge({
+      name: 'uds_queue_workers',
+      help: 'BullMQ workers connected to a queue (a stopped but connected process still counts), by family and, for track, partition; read from Redis on scrape',
+      labelNames: ['queue', 'partition'] as const,
+      registers: [registry],
+      async collect() {
+        const all = (await currentState())?.counts
+        this.reset()
+        for (const q of all ?? []) {
+          if (q.workers !== undefined) this.set({ queue: q.family, ...(q.partition === undefined ? {} : { partition: q.partition }) }, q.workers)
+        }
+      },
+    }),
     queueLag: new Gauge({
       name: 'uds_queue_lag_seconds',
       help: 'Age of the oldest job of a track partition not yet applied (active or waiting), read from Redis on scrape; 0 when empty',
@@ -181,6 +244,20 @@ export function createMetrics() {
         if (backlog) this.set(Math.max(0, ...backlog.byWorkspace.values()))
       },
     }),
+    trackBacklogNamedWorkspaces: new Gauge({
+      name: 'uds_track_backlog_workspace_objects',
+      help: `Track backlog objects of each workspace holding at least ${NAMED_WORKSPACE_SHARE * 100}% of its bound (the ${NAMED_WORKSPACES_MAX} largest)`,
+      labelNames: ['workspace'] as const,
+      registers: [registry],
+      async collect() {
+        const backlog = (await currentState())?.backlog
+        this.reset()
+        if (!backlog || !bounds) return
+        const near = [...backlog.byWorkspace].filter(([, n]) => n >= bounds!.workspace * NAMED_WORKSPACE_SHARE)
+        near.sort((a, b) => b[1] - a[1])
+        for (const [workspace, n] of near.slice(0, NAMED_WORKSPACES_MAX)) this.set({ workspace }, n)
+      },
+    }),
     trackBacklogWorkspaces: new Gauge({
       name: 'uds_track_backlog_workspaces',
       help: 'Workspaces holding track backlog',
@@ -190,6 +267,38 @@ export function createMetrics() {
         this.reset()
         if (backlog) this.set(backlog.byWorkspace.size)
       },
+    }),
+    // Settings of the stores, refreshed periodically (services/storage-gauges.ts); absent while
+    // unreadable. Labelled by the server (never a label-less 0, which would read as "off").
+    redisAofEnabled: new Gauge({
+      name: 'uds_redis_aof_enabled',
+      help: 'Whether Redis appends every write to its AOF (appendonly yes): 1 or 0, by server (host:port)',
+      labelNames: ['redis'] as const,
+      registers: [registry],
+    }),
+    redisEvicting: new Gauge({
+      name: 'uds_redis_maxmemory_policy_evicting',
+      help: 'Whether Redis may evict keys when full (maxmemory-policy other than noeviction): 1 or 0, by server and policy',
+      labelNames: ['redis', 'policy'] as const,
+      registers: [registry],
+    }),
+    postgresAutovacuum: new Gauge({
+      name: 'uds_postgres_autovacuum_enabled',
+      help: 'Whether the Postgres autovacuum daemon runs (autovacuum and track_counts on): 1 or 0, by database (host:port/name)',
+      labelNames: ['database'] as const,
+      registers: [registry],
+    }),
+    postgresDeadRows: new Gauge({
+      name: 'uds_postgres_dead_rows',
+      help: 'Dead row estimate of each hot table (pg_stat_user_tables.n_dead_tup)',
+      labelNames: ['database', 'table'] as const,
+      registers: [registry],
+    }),
+    postgresDeadRowRatio: new Gauge({
+      name: 'uds_postgres_dead_row_ratio',
+      help: 'Dead rows over all rows (live and dead) of each hot table',
+      labelNames: ['database', 'table'] as const,
+      registers: [registry],
     }),
   }
 }

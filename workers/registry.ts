@@ -2,8 +2,7 @@ import type { Worker } from 'bullmq'
 import type { Context } from '../shared/context.js'
 import type { JobName } from '../shared/queue/jobs.js'
 import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
-import { isTrackQueue } from '../shared/queue/track-jobs.js'
-import type { Metrics } from '../shared/metrics.js'
+import { queueFamily, type Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
 import { ReadPriority } from './clickhouse-reads/priority.js'
 import { serveClickHouseReads } from './clickhouse-reads/server.js'
@@ -46,6 +45,10 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
   const readPriority = new ReadPriority()
   const workers: Worker[] = []
   for (const role of roles) {
+    // Series exist from the start at 0, so an alert's increase() counts the first failure or stall too.
+    for (const outcome of ['ok', 'skip', 'fail'] as const) metrics.jobs.inc({ queue: role, outcome }, 0)
+    metrics.jobsStalled.inc({ queue: role }, 0)
+    for (const status of ['done', 'failed'] as const) metrics.requestDone.zero({ queue: role, status })
     const jobName = jobOfRole[role]
     const processor = processors[jobName](deps) as Processor<typeof jobName> | BatchProcessor<typeof jobName>
     for (const queue of queueNamesFor(role, ctx.config.TRACK_PARTITIONS)) {
@@ -63,11 +66,13 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
           // The history-changing queues yield to the API's reads; exports and callbacks are reads or wait on the network.
           yieldTo: role === 'track' || role === 'identity' ? () => readPriority.yield() : undefined,
           onOutcome: (q, outcome, seconds) => {
-            const family = isTrackQueue(q) ? 'track' : q
+            const family = queueFamily(q).family
             metrics.jobs.inc({ queue: family, outcome: outcome.status })
             metrics.jobDuration.observe({ queue: family }, seconds)
             if (outcome.status === 'ok' && outcome.applied) metrics.objectsApplied.inc({ queue: family }, outcome.applied)
           },
+          onRequestFinished: (q, status, seconds) => metrics.requestDone.observe({ queue: queueFamily(q).family, status }, seconds),
+          onStalled: (q) => metrics.jobsStalled.inc({ queue: queueFamily(q).family }),
         }),
       )
     }

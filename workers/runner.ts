@@ -6,7 +6,7 @@ import type { Logger } from '../shared/logger.js'
 import { JobPayloads, type JobName, type JobOf } from '../shared/queue/jobs.js'
 import { isOrderedQueue, type QueueRegistry } from '../shared/queue/queues.js'
 import { oldestWaiting, removeWaiting } from '../shared/queue/waiting-jobs.js'
-import type { JobReport, RequestTracker } from '../shared/queue/request-tracker.js'
+import type { JobReport, RequestStatus, RequestTracker } from '../shared/queue/request-tracker.js'
 
 /** What a processor expects can happen. Only failures a retry can fix are thrown. */
 export type Outcome =
@@ -25,6 +25,9 @@ export interface BatchEntry<N extends JobName> {
   id: string
   data: JobOf<N>
 }
+
+/** A job of a batch as the runner keeps it: also when it was added to its queue (ms), its request's acceptance. */
+type Taken<N extends JobName> = BatchEntry<N> & { acceptedAt: number }
 
 /**
  * A processor of an ordered queue that applies the jobs waiting behind the active one together.
@@ -51,6 +54,10 @@ export interface RunnerOptions<N extends JobName> {
   logger: Logger
   tracker: RequestTracker
   onOutcome?: (queue: string, outcome: Outcome, seconds: number) => void
+  /** A request whose last job this worker reported, and the seconds since it was accepted. */
+  onRequestFinished?: (queue: string, status: Extract<RequestStatus, 'done' | 'failed'>, seconds: number) => void
+  /** A job of this queue whose lock expired (its worker died or hung) and went back to be run again. */
+  onStalled?: (queue: string) => void
   /** Awaited before each batch is applied: work that must go first (the API's ClickHouse reads). */
   yieldTo?: () => Promise<void>
 }
@@ -68,9 +75,9 @@ const isBatchProcessor = <N extends JobName>(p: Processor<N> | BatchProcessor<N>
  * reached ClickHouse, so the applied jobs are always a prefix of the queue (a job whose worker died
  * returns to the head).
  */
-async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Queue, processor: BatchProcessor<N>, first: JobOf<N>): Promise<BatchEntry<N>[]> {
+async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Queue, processor: BatchProcessor<N>, first: JobOf<N>): Promise<Taken<N>[]> {
   if (!processor.joins(first)) return []
-  const taken: BatchEntry<N>[] = []
+  const taken: Taken<N>[] = []
   let weight = processor.weight(first)
   // Jobs of a backlog are alike in size: read about as many as fit (parsing payloads that do not
   // fit was a large share of the worker's time), more if they turn out smaller.
@@ -82,7 +89,7 @@ async function waitingBehind<N extends JobName>(queues: QueueRegistry, queue: Qu
       const data = JSON.parse(job.payload) as JobOf<N>
       const w = processor.weight(data)
       if (!processor.joins(data) || weight + w > processor.maxWeight || taken.length >= MAX_BATCH_JOBS) return taken
-      taken.push({ id: job.id, data })
+      taken.push({ id: job.id, data, acceptedAt: job.timestamp })
       weight += w
     }
     if (!page.cut && page.jobs.length < count) return taken
@@ -150,9 +157,10 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
   const run = async (job: Job) => {
     // Before the batch is gathered: while the first job waits, the jobs behind it may still join.
     await opts.yieldTo?.()
-    const first: BatchEntry<N> = {
+    const first: Taken<N> = {
       id: job.id!,
       data: (isBatchProcessor(processor) ? job.data : JobPayloads[opts.jobName].parse(job.data)) as JobOf<N>,
+      acceptedAt: job.timestamp,
     }
     const batch = [first, ...(ordered && isBatchProcessor(processor) ? await step('peek', () => waitingBehind(opts.queues, queue, processor, first.data)) : [])]
     const requestOf = (e: BatchEntry<N>) => (e.data as { requestId: string }).requestId
@@ -162,6 +170,7 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
     const seconds = Number(process.hrtime.bigint() - started) / 1e9
 
     const reports: JobReport[] = []
+    const reported: Taken<N>[] = []
     let firstError: Error | undefined
     batch.forEach((entry, i) => {
       const outcome = outcomes[i]
@@ -173,12 +182,14 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
         jobLog.error({ err: outcome, last }, 'job error')
         if (last) {
           opts.onOutcome?.(opts.queue, { status: 'fail', reason: outcome.message }, seconds)
+          reported.push(entry)
           reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'failed', errors: [{ message: 'internal error while applying this request' }] })
         }
         if (i === 0) firstError = outcome
         return
       }
       opts.onOutcome?.(opts.queue, outcome, seconds)
+      reported.push(entry)
       if (outcome.status === 'fail') {
         jobLog.warn({ reason: outcome.reason }, 'job failed')
         reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'failed', errors: outcome.errors ?? [{ message: outcome.reason }] })
@@ -188,7 +199,9 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
         reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'done', errors: outcome.status === 'ok' ? outcome.errors : undefined })
       }
     })
-    await step('report', () => opts.tracker.reportJobs(reports))
+    const finished = await step('report', () => opts.tracker.reportJobs(reports))
+    const now = Date.now()
+    for (const f of finished) opts.onRequestFinished?.(opts.queue, f.status, Math.max(0, now - reported[f.report].acceptedAt) / 1000)
     // The jobs that joined the active one leave the queue only now that they are applied and reported.
     await step('remove', () => removeWaiting(opts.queues.connection, queue, batch.slice(1).map((e) => e.id)))
     if (firstError) throw firstError
@@ -206,6 +219,10 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
   })
   worker.on('error', (e) => {
     if (!closing) log.warn({ err: e.message }, 'worker connection error')
+  })
+  worker.on('stalled', (jobId) => {
+    log.warn({ jobId }, 'job stalled (its lock expired): back in the queue')
+    opts.onStalled?.(opts.queue)
   })
   if (ordered) await queue.setGlobalConcurrency(1)
   worker.run().catch((e) => log.error({ err: e }, 'worker stopped'))

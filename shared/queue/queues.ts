@@ -47,6 +47,29 @@ export class QueueRegistry {
     return q
   }
 
+  /**
+   * BullMQ workers connected to each queue (alive or not: a stopped process keeps its
+   * connections), from one `CLIENT LIST` rather than BullMQ's one per queue, which grows with the
+   * partitions twice over. Matched as BullMQ's `getWorkers` matches: the connection name it gives a
+   * worker of that queue. Undefined where Redis refuses `CLIENT LIST` (some managed services).
+   */
+  async workerCounts(): Promise<Map<string, number> | undefined> {
+    let list: string
+    try {
+      list = (await this.connection.client('LIST')) as string
+    } catch {
+      return undefined
+    }
+    const names = list.split('\n').map((line) => /(?:^| )name=(\S*)/.exec(line)?.[1] ?? '')
+    const counts = new Map<string, number>()
+    for (const queue of this.allNames()) {
+      // A protected method of BullMQ's queues: the name its workers set on their connections.
+      const base = (this.get(queue) as unknown as { clientName(): string }).clientName()
+      counts.set(queue, names.filter((n) => n === base || n.startsWith(`${base}:w:`)).length)
+    }
+    return counts
+  }
+
   allNames(): string[] {
     return [...queueNamesFor('track', this.partitions), QueueNames.identity, QueueNames.export, QueueNames.callback]
   }

@@ -17,6 +17,12 @@ export interface RequestProgress {
   errors?: unknown[]
 }
 
+/** A request whose last job a `reportJobs` call reported: `report` is that job's position in the call. */
+export interface FinishedRequest {
+  report: number
+  status: 'done' | 'failed'
+}
+
 /** Objects a job adds to the track backlog until it is reported (0: it does not count). */
 export interface JobShare {
   jobKey: string
@@ -100,8 +106,12 @@ end
  * KEYS: the backlog hash. ARGV: request key prefix, ttl, then per report: requestId, jobKey,
  * status, error count e, e errors. A job's errors and its backlog share are handled only when the
  * job is first reported (in neither the done nor the failed set yet): a replay changes nothing.
+ * Returns, per first report that finished its request (every job reported), the report's position
+ * (0-based) and 1 when some job of the request failed.
  */
 const REPORT = `${GIVE_BACK}
+local finished = {}
+local n = 0
 local i = 3
 while i <= #ARGV do
   local k = ARGV[1] .. ARGV[i]
@@ -115,10 +125,17 @@ while i <= #ARGV do
       redis.call('EXPIRE', k .. ':errors', ARGV[2])
     end
     releaseJob(KEYS[1], k, job)
+    local total = tonumber(redis.call('HGET', k, 'total') or '0')
+    local failed = redis.call('SCARD', k .. ':failed')
+    if total > 0 and redis.call('SCARD', k .. ':done') + failed >= total then
+      finished[#finished + 1] = n
+      finished[#finished + 1] = math.min(failed, 1)
+    end
   end
+  n = n + 1
   i = i + 4 + e
 end
-return 0`
+return finished`
 
 /** KEYS: request hash, backlog hash. Gives back the shares of the request's jobs not reported yet. */
 const RELEASE = `${GIVE_BACK}
@@ -209,16 +226,19 @@ export class RequestTracker {
   /**
    * Records the end of jobs, one round trip (one script) for a whole batch. Idempotent per job: a
    * job reported twice (a replay after a crash) records its errors once, counts once and gives its
-   * backlog share back once.
+   * backlog share back once. Returns the requests these reports finished (each once, also under replays).
    */
-  async reportJobs(reports: JobReport[]): Promise<void> {
-    if (reports.length === 0) return
+  async reportJobs(reports: JobReport[]): Promise<FinishedRequest[]> {
+    if (reports.length === 0) return []
     const args: (string | number)[] = [`${this.prefix}:request:`, TTL_SECONDS]
     for (const r of reports) {
       const errors = (r.errors ?? []).map((e) => JSON.stringify(e))
       args.push(r.requestId, r.jobKey, r.status, errors.length, ...errors)
     }
-    await reportScript(this.redis, [this.backlogKey], args)
+    const flat = (await reportScript(this.redis, [this.backlogKey], args)) as number[]
+    const finished: FinishedRequest[] = []
+    for (let i = 0; i < flat.length; i += 2) finished.push({ report: flat[i], status: flat[i + 1] ? 'failed' : 'done' })
+    return finished
   }
 
   /** `errors` are non-fatal (an object skipped); a job reported twice records them once. */

@@ -10,8 +10,9 @@ import type { Redis } from 'ioredis'
  */
 
 /**
- * ids and payloads of the oldest waiting jobs after skipping `start`, oldest first; the first
- * element says whether it stopped at the byte budget (ARGV[4]) before `count` (at least one job).
+ * ids, payloads and enqueue timestamps of the oldest waiting jobs after skipping `start`, oldest
+ * first; the first element says whether it stopped at the byte budget (ARGV[4]) before `count`
+ * (at least one job).
  */
 const PEEK = `
 local n = redis.call('LLEN', KEYS[1])
@@ -24,10 +25,12 @@ local bytes = 0
 local out = {0}
 for i = #ids, 1, -1 do
   if bytes >= budget then out[1] = 1 break end
-  local data = redis.call('HGET', ARGV[1] .. ids[i], 'data') or ''
+  local job = redis.call('HMGET', ARGV[1] .. ids[i], 'data', 'timestamp')
+  local data = job[1] or ''
   bytes = bytes + #data
   out[#out + 1] = ids[i]
   out[#out + 1] = data
+  out[#out + 1] = job[2] or '0'
 end
 return out`
 
@@ -61,7 +64,8 @@ const PEEK_BUDGET_BYTES = 128 * 1024
 
 /**
  * Up to `count` waiting jobs of `queue` (whose connection `redis` is) after the `start` oldest,
- * oldest first, with their payloads as stored (JSON): the caller parses only the ones it takes.
+ * oldest first, with their payloads as stored (JSON): the caller parses only the ones it takes;
+ * `timestamp` is when the job was added (ms), its acceptance.
  * `cut` when the read stopped at its byte budget: more jobs may follow even if fewer than `count` came.
  */
 export async function oldestWaiting(
@@ -69,11 +73,11 @@ export async function oldestWaiting(
   queue: Queue,
   start: number,
   count: number,
-): Promise<{ jobs: { id: string; payload: string }[]; cut: boolean }> {
+): Promise<{ jobs: { id: string; payload: string; timestamp: number }[]; cut: boolean }> {
   const [cut, ...flat] = (await redis.eval(PEEK, 1, queue.keys.wait, queue.toKey(''), start, count, PEEK_BUDGET_BYTES)) as [number, ...string[]]
-  const jobs: { id: string; payload: string }[] = []
+  const jobs: { id: string; payload: string; timestamp: number }[] = []
   // A job removed between the list read and its hash read has no data: skipped.
-  for (let i = 0; i < flat.length; i += 2) if (flat[i + 1]) jobs.push({ id: flat[i], payload: flat[i + 1] })
+  for (let i = 0; i < flat.length; i += 3) if (flat[i + 1]) jobs.push({ id: flat[i], payload: flat[i + 1], timestamp: Number(flat[i + 2]) })
   return { jobs, cut: cut === 1 }
 }
 

@@ -44,6 +44,12 @@ function requests(groupId: string): unknown[] {
   return out
 }
 
+/** Track requests the workers observed finishing (uds_request_done_seconds), by status. */
+async function finishedRequests(status: 'done' | 'failed'): Promise<number> {
+  const { values } = await env.metrics.requestDone.get()
+  return values.find((v) => v.metricName === 'uds_request_done_seconds_count' && v.labels.queue === 'track' && v.labels.status === status)?.value ?? 0
+}
+
 /** The records of a workspace's users as /users/export/ids shows them, without the per-profile random parts. */
 async function recordsOf(key: string): Promise<unknown[]> {
   const externalIds = Array.from({ length: 7 }, (_, i) => `ord-${i}`)
@@ -87,6 +93,9 @@ describe('batched apply of a partition backlog', () => {
       [batched.id],
     )
     expect(sizes.rows[0].n).toBeGreaterThan(1)
+    // Each request observed once when its job was reported, in a batch or alone.
+    expect(await finishedRequests('done')).toBe(120)
+    expect(await finishedRequests('failed')).toBe(0)
 
     // Snapshots built in memory equal the records read back from Postgres.
     const ids = (await env.ctx.pg.query('SELECT id FROM profiles WHERE workspace_id = $1', [batched.id])).rows.map((r) => Number(r.id))
@@ -98,6 +107,7 @@ describe('batched apply of a partition backlog', () => {
 
   it('fails a job that cannot apply alone, never its batch neighbours', async () => {
     const ws = await env.workspace()
+    const [doneBefore, failedBefore] = [await finishedRequests('done'), await finishedRequests('failed')]
     const requestIds: string[] = []
     const partitions = env.config.TRACK_PARTITIONS
     await Promise.all(Array.from({ length: partitions }, (_, p) => env.ctx.queues.get(`track-${p}`).pause()))
@@ -132,6 +142,8 @@ describe('batched apply of a partition backlog', () => {
     const statuses = []
     for (const id of requestIds) statuses.push((await env.waitForRequest(ws.key, id)).status)
     expect(statuses).toEqual(['done', 'done', 'done', 'failed', 'done', 'done'])
+    expect(await finishedRequests('done')).toBe(doneBefore + 5)
+    expect(await finishedRequests('failed')).toBe(failedBefore + 1)
     const users = (await env.readUsers(ws.key, { external_ids: [0, 1, 2, 3, 4, 5].map((n) => `p-${n}`) })).users
     expect(users.map((u) => u.external_id).sort()).toEqual(['p-0', 'p-1', 'p-2', 'p-4', 'p-5'])
     for (const u of users) expect(u.custom_events).toEqual([expect.objectContaining({ name: 'x', count: 1 })])

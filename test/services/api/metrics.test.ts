@@ -78,6 +78,13 @@ describe('GET /metrics', () => {
     expect(moved('uds_jobs_total', { queue: 'track', outcome: 'ok' })).toBe(1)
     expect(moved('uds_job_duration_seconds_count', { queue: 'track' })).toBe(1)
     expect(moved('uds_objects_applied_total', { queue: 'track' })).toBe(3)
+    // The request, accepted and applied well within the ingestion objective (5 s): one observation, in the 5 s bucket.
+    expect(moved('uds_request_done_seconds_count', { queue: 'track', status: 'done' })).toBe(1)
+    expect(moved('uds_request_done_seconds_bucket', { queue: 'track', status: 'done', le: '5' })).toBe(1)
+    expect(moved('uds_request_done_seconds_count', { queue: 'track', status: 'failed' })).toBe(0)
+    // This env runs one track worker per partition in this process, and no identity worker.
+    for (const partition of ['0', '1', '2', '3']) expect(valueOf(after, 'uds_queue_workers', { queue: 'track', partition })).toBe(1)
+    expect(valueOf(after, 'uds_queue_workers', { queue: 'identity' })).toBe(0)
     // The family gauge is the sum of the partition gauges.
     expect(valueOf(after, 'uds_queue_partition_jobs', { queue: 'track', state: 'completed' })).toBe(completedBefore + 1)
   })
@@ -147,12 +154,53 @@ describe('METRICS_PORT of a worker-only process', () => {
         (t) => valueOf(t, 'uds_jobs_total', { queue: 'track', outcome: 'ok' }) === 1,
       )
       expect(valueOf(text, 'uds_objects_applied_total', { queue: 'track' })).toBe(1)
+      expect(valueOf(text, 'uds_request_done_seconds_count', { queue: 'track', status: 'done' })).toBe(1)
       expect(valueOf(text, 'uds_queue_jobs', { queue: 'track', state: 'completed' })).toBe(1)
       expect(text).toContain('process_cpu_user_seconds_total')
     } finally {
       worker.kill('SIGTERM')
       await exited(worker)
     }
+  })
+})
+
+describe('backlog bounds, named workspaces and stalled jobs', () => {
+  let env: TestEnv
+  const scrape = async () => (await request(env.baseUrl, 'GET', '/metrics', { token: env.adminToken })).text
+
+  beforeAll(async () => {
+    env = await startTestEnv()
+  })
+
+  afterAll(async () => {
+    await env?.close()
+  })
+
+  it('reports the bounds, and names only a workspace holding half of its bound or more', async () => {
+    env.metrics.setBacklogBounds({ all: 100_000, workspace: 10 })
+    const [near, far] = [await env.workspace(), await env.workspace()]
+    const attributes = (n: number, who: string) => Array.from({ length: n }, (_, i) => ({ external_id: `${who}-${i}`, first_name: 'Al' }))
+    // No worker runs in this env: the objects stay in the backlog.
+    expect((await env.call('POST', '/users/track', { key: near.key, body: { attributes: attributes(6, 'near') } })).status).toBe(201)
+    expect((await env.call('POST', '/users/track', { key: far.key, body: { attributes: attributes(2, 'far') } })).status).toBe(201)
+    const text = await scrape()
+    expect(valueOf(text, 'uds_track_backlog_limit_objects', { scope: 'all' })).toBe(100_000)
+    expect(valueOf(text, 'uds_track_backlog_limit_objects', { scope: 'workspace' })).toBe(10)
+    expect(valueOf(text, 'uds_track_backlog_objects')).toBe(8)
+    expect(valueOf(text, 'uds_track_backlog_workspace_objects', { workspace: near.id })).toBe(6)
+    expect(text).not.toContain(far.id)
+  })
+
+  it('counts a job whose worker died holding it (active, no lock) when it goes back to its queue', async () => {
+    const queue = env.ctx.queues.get('identity')
+    await queue.add('applyIdentityChange', { probe: 'stalled' }, { jobId: 'stalled-probe', attempts: 1 })
+    // What a worker killed mid-job leaves: the job moved to active, its lock gone with the worker.
+    await env.ctx.redis.lmove(queue.keys.wait, queue.keys.active, 'RIGHT', 'LEFT')
+    expect(await queue.getActiveCount()).toBe(1)
+    await env.startWorkers(['identity'])
+    // BullMQ's check marks the lockless job, and moves it back on its next pass (JOB_LOCK_MS / 2 apart).
+    const text = await until('the stalled job counted', scrape, (t) => valueOf(t, 'uds_jobs_stalled_total', { queue: 'identity' }) === 1, 30_000, 250)
+    expect(valueOf(text, 'uds_queue_workers', { queue: 'identity' })).toBe(1)
   })
 })
 

@@ -25,13 +25,16 @@ async function fill(name: string, count: number): Promise<string[]> {
 }
 
 describe('waiting jobs read and removed a batch at a time', () => {
-  it('reads the oldest first, in pages, with their payloads', async () => {
+  it('reads the oldest first, in pages, with their payloads and enqueue times', async () => {
+    const before = Date.now()
     const ids = await fill('peek', 5)
     const queue = queues.get('peek')
+    const stamps = await Promise.all(ids.map(async (id) => (await queue.getJob(id))!.timestamp))
+    expect(stamps.every((t) => t >= before && t <= Date.now())).toBe(true)
     const read = async (start: number, count: number) =>
-      (await oldestWaiting(redis, queue, start, count)).jobs.map((j) => ({ id: j.id, data: JSON.parse(j.payload) }))
-    expect(await read(0, 3)).toEqual([0, 1, 2].map((n) => ({ id: ids[n], data: { n } })))
-    expect(await read(3, 3)).toEqual([3, 4].map((n) => ({ id: ids[n], data: { n } })))
+      (await oldestWaiting(redis, queue, start, count)).jobs.map((j) => ({ id: j.id, data: JSON.parse(j.payload), timestamp: j.timestamp }))
+    expect(await read(0, 3)).toEqual([0, 1, 2].map((n) => ({ id: ids[n], data: { n }, timestamp: stamps[n] })))
+    expect(await read(3, 3)).toEqual([3, 4].map((n) => ({ id: ids[n], data: { n }, timestamp: stamps[n] })))
     expect(await oldestWaiting(redis, queue, 5, 3)).toEqual({ jobs: [], cut: false })
   })
 
