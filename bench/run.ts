@@ -144,7 +144,9 @@ async function main() {
       if (PARTS.has(mode)) ingest.push(await timed(mode, () => runPart('bench/ingest.ts', [mode, String(USERS)]) as Promise<Ingest>))
     }
     if (PARTS.has('mixed')) mixed = await timed('mixed', () => runPart('bench/mixed.ts', [String(USERS)]) as Promise<Mixed>)
-    if (PARTS.has('soak')) soak = await timed('soak', () => runPart('bench/soak.ts') as Promise<Soak>)
+    // Near capacity: three quarters of the mixed part's applied rate when it ran (BENCH_SOAK_RPS overrides).
+    const soakRps = !process.env.BENCH_SOAK_RPS && mixed?.appliedPerSecond ? [String(Math.max(1, Math.round((0.75 * mixed.appliedPerSecond) / 225)))] : []
+    if (PARTS.has('soak')) soak = await timed('soak', () => runPart('bench/soak.ts', soakRps) as Promise<Soak>)
     if (PARTS.has('segments')) segments = await timed('segments', () => runPart('bench/segment-size.ts', [String(USERS)]) as Promise<SegmentSize>)
   }
   const reads = PARTS.has('reads') ? await timed('reads', () => runPart('bench/reads.ts') as Promise<Reads>) : undefined
