@@ -7,7 +7,7 @@
 // of bench/mixed.ts once everything is applied.
 //
 // Usage: tsx bench/soak.ts [requests/s]: mixed requests (225 objects) a second, default
-// BENCH_SOAK_RPS or 60. Prints one JSON line.
+// BENCH_SOAK_RPS or 30. Prints one JSON line.
 import pg from 'pg'
 import { percentile, sleep } from './lib.js'
 import { smallBody } from './ingest-load.js'
@@ -18,7 +18,7 @@ import { readPreloaded } from './preload.js'
 
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
 const SECONDS = num('BENCH_SOAK_SECONDS', 600)
-const RPS = Number(process.argv[2] ?? num('BENCH_SOAK_RPS', 60))
+const RPS = Number(process.argv[2] ?? num('BENCH_SOAK_RPS', 30))
 const SMALL_RPS = num('BENCH_SOAK_SMALL_RPS', 50)
 const SAMPLE_EVERY_MS = 30_000
 const WINDOW_MS = Math.min(60_000, (SECONDS * 1000) / 3)
