@@ -168,8 +168,8 @@ export interface Expected {
   tags: Set<string>
 }
 
-/** What the load does to each user it names. */
-export function expected(requests: MixedRequest[]): Map<number, Expected> {
+/** What the load does to each user it names; `accepted` leaves out requests the service refused (by index). */
+export function expected(requests: MixedRequest[], accepted: (i: number) => boolean = () => true): Map<number, Expected> {
   const m = new Map<number, Expected>()
   const of = (u: number) => {
     let e = m.get(u)
@@ -177,6 +177,7 @@ export function expected(requests: MixedRequest[]): Map<number, Expected> {
     return e
   }
   requests.forEach((r, i) => {
+    if (!accepted(i)) return
     for (const u of r.attributeUsers) {
       of(u).attributeObjects++
       of(u).tags.add(tagOf(i))

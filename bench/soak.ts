@@ -142,7 +142,7 @@ async function main() {
   const shares = (of: DeadRows[], pick: (xs: number[]) => number) =>
     Object.fromEntries(Object.keys(samples[0].tables).map((k) => [k, of.length ? pick(of.map((s) => s.tables[k]?.share ?? 0)) : 0]))
   // A request answered 429 was not accepted: what the service must hold is what it accepted.
-  const checked = await stopAndCheck(run, preloaded, expected(requests.filter((_, i) => ids[i] !== undefined)), prior)
+  const checked = await stopAndCheck(run, preloaded, expected(requests, (i) => ids[i] !== undefined), prior)
   console.log(
     JSON.stringify({
       seconds: SECONDS,
