@@ -12,7 +12,6 @@ import { pathToFileURL } from 'node:url'
 import pg from 'pg'
 import { loadConfig } from '../shared/config.js'
 import { createContext, type Context } from '../shared/context.js'
-import { withDefaultUser } from '../shared/db/pool.js'
 import { createExport } from '../shared/db/repositories/export-repository.js'
 import { createSegment } from '../shared/db/repositories/segment-repository.js'
 import { createWorkspace } from '../shared/db/repositories/workspace-repository.js'
@@ -21,6 +20,7 @@ import { createMetrics } from '../shared/metrics.js'
 import { exportObjectPrefix } from '../shared/storage/export-layout.js'
 import { createExportProcessor } from '../workers/export/processor.js'
 import type { Job } from 'bullmq'
+import { dbUrl } from './lib.js'
 
 export interface ExportBenchResult {
   users: number
@@ -30,13 +30,7 @@ export interface ExportBenchResult {
 }
 
 const root = path.resolve(import.meta.dirname, '..')
-const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
-
-function databaseUrl(name: string): string {
-  const u = new URL(PG_BASE)
-  u.pathname = `/${name}`
-  return withDefaultUser(u.toString())
-}
+const databaseUrl = dbUrl
 
 async function dropDatabase(name: string): Promise<void> {
   const admin = new pg.Client({ connectionString: databaseUrl('postgres') })

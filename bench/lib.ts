@@ -8,10 +8,11 @@ import { SERVICE_NODE_FLAGS } from '../bin/process-flags.js'
 import { withDefaultUser } from '../shared/db/pool.js'
 
 export const root = path.resolve(import.meta.dirname, '..')
-export const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
+/** Read at each call: `make bench` sets it once it has started its own Postgres (bench/postgres.ts). */
+export const pgBase = () => process.env.BENCH_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
 
 export function dbUrl(name: string): string {
-  const u = new URL(PG_BASE)
+  const u = new URL(pgBase())
   u.pathname = `/${name}`
   return withDefaultUser(u.toString())
 }

@@ -18,7 +18,7 @@ import { openClickHouse } from '../shared/clickhouse/client.js'
 import { loadConfig } from '../shared/config.js'
 import { clickhouseDatabaseOf } from '../shared/context.js'
 import { Permissions } from '../shared/domain/permissions.js'
-import { adminToken, dropQueueKeys, freshDatabase, startService, stopService } from './lib.js'
+import { adminToken, dbUrl, dropQueueKeys, freshDatabase, startService, stopService } from './lib.js'
 import { round } from './load.js'
 
 export interface Preloaded {
@@ -134,7 +134,7 @@ async function fillPostgres(p: Preloaded, timings: Record<string, number>): Prom
   }
 }
 
-function openEngine(p: Preloaded) {
+export function openEngine(p: Preloaded) {
   const database = clickhouseDatabaseOf(loadConfig({ DATABASE_URL: p.databaseUrl, DATA_DIR: p.dataDir }))
   return openClickHouse({ dataDir: path.join(p.dataDir, 'clickhouse'), database })
 }
@@ -212,7 +212,8 @@ async function main() {
   const started = performance.now()
   const timings: Record<string, number> = {}
   let p = existsSync(MANIFEST) && !fresh ? readPreloaded() : undefined
-  if (!p || p.profiles !== PROFILES || p.events > events) {
+  // A preload on another server (the bench's own Postgres or the machine's, BENCH_PG) is not this one.
+  if (!p || p.databaseUrl !== dbUrl(DB_NAME) || p.profiles !== PROFILES || p.events > events) {
     const t = performance.now()
     const created = await createSchema()
     timings.schema = seconds(t)

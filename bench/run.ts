@@ -1,12 +1,15 @@
 // `make bench`: the benchmarks in one run on this machine, each part in a process of its own,
 // printed as one table (every figure beside its goal) and written to bench/results/<time>.json.
-// BENCH_PARTS picks the parts (default raw,ingest,identity,segments,reads,export; `ingest` is
-// embedded,split). The ingest, identity and segments parts run on the preloaded database.
+// The parts are named as arguments (`tsx bench/run.ts mixed soak`) or in BENCH_PARTS (default
+// raw,ingest,mixed,identity,segments,reads,export; `ingest` is embedded,split). The ingest, mixed,
+// soak, identity and segments parts run on the preloaded database. Everything runs against the
+// bench's own Postgres (bench/postgres.ts) unless BENCH_PG=machine.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { benchExport, type ExportBenchResult } from './export.js'
 import { root, runPart } from './lib.js'
 import { dropPreloaded } from './preload.js'
+import { ownPostgres, startBenchPostgres, stopBenchPostgres } from './postgres.js'
 
 interface LatencyFigure {
   p50Ms: number
@@ -42,6 +45,34 @@ interface Raw {
   pgUpsertRowsPerSecond: number
   chInsertRowsPerSecond: number
 }
+interface Mixed {
+  objects: number
+  attributeRows: number
+  eventRows: number
+  acceptedPerSecond: number
+  appliedPerSecond: number | null
+  seconds: number | null
+  apiP99Ms: number
+  check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
+}
+interface SoakMinute {
+  appliedPerSecond: number
+  small: { p50Ms: number; p99Ms: number; failures: number }
+}
+interface Soak {
+  seconds: number
+  rps: number
+  objectsPerSecondSent: number
+  firstMinute: SoakMinute
+  lastMinute: SoakMinute
+  mixedAccepted: number
+  mixedRequests: number
+  allDoneAfterLastSendMs: number | null
+  deadRowShareAtStart: Record<string, number>
+  deadRowShareMax: Record<string, number>
+  deadRowShareLast: Record<string, number>
+  check: { exact: boolean; mismatches: number }
+}
 interface Reads {
   subscriptionGet: { requestsPerSecond: number; p50Ms: number; p99Ms: number; failures: number }
   exportIds: { requestsPerSecond: number; p50Ms: number; p99Ms: number; failures: number }
@@ -62,10 +93,11 @@ interface Identity {
 const USERS = Number(process.env.BENCH_USERS ?? 100_000)
 const EVENTS = Number(process.env.BENCH_PRELOAD_EVENTS ?? 10_000_000)
 const ALIASES: Record<string, string[]> = { ingest: ['embedded', 'split'] }
-const PARTS = new Set((process.env.BENCH_PARTS ?? 'raw,ingest,identity,segments,reads,export').split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
+const NAMED = process.argv.slice(2).join(',') || process.env.BENCH_PARTS || 'raw,ingest,mixed,identity,segments,reads,export'
+const PARTS = new Set(NAMED.split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
 
 /** The issue 12 floor for one ingest run: its rows at the raw rates, against the time it took. */
-function floorOf(r: Ingest, raw: Raw) {
+function floorOf(r: { objects: number; attributeRows: number; eventRows: number; seconds: number | null }, raw: Raw) {
   const floorSeconds = r.attributeRows / raw.pgUpsertRowsPerSecond + r.eventRows / raw.chInsertRowsPerSecond
   return {
     floorSeconds: Number(floorSeconds.toFixed(3)),
@@ -89,31 +121,43 @@ async function main() {
     return r
   }
   const out: Record<string, unknown> = { startedAt, users: USERS, parts: [...PARTS] }
+  const server = ownPostgres ? await startBenchPostgres() : undefined
+  out.postgres = server ? { own: true, url: server.url } : { own: false, url: process.env.BENCH_DATABASE_URL ?? 'postgres://127.0.0.1:5432' }
 
   const raw = PARTS.has('raw') ? await timed('raw', () => runPart('bench/raw.ts', [String(USERS)]) as Promise<Raw>) : undefined
   const preloads: unknown[] = []
   const identity: Identity[] = []
   const ingest: Ingest[] = []
   let segments: SegmentSize | undefined
-  if (PARTS.has('embedded') || PARTS.has('split') || PARTS.has('identity') || PARTS.has('segments')) {
+  const rawMixed = PARTS.has('mixed') ? await timed('raw (mixed rows)', () => runPart('bench/raw.ts', [String(USERS), 'mixed']) as Promise<Raw>) : undefined
+  let mixed: Mixed | undefined
+  let soak: Soak | undefined
+  if (['embedded', 'split', 'mixed', 'soak', 'identity', 'segments'].some((p) => PARTS.has(p))) {
+    // BENCH_REUSE_PRELOAD=1 keeps a preload that matches (a cache: BENCH_PRELOAD_DIR, BENCH_PRELOAD_DB).
+    const fresh = process.env.BENCH_REUSE_PRELOAD ? [] : ['--fresh']
     // Identity is measured at a tenth of the events, then at all of them, in the same preload.
     if (PARTS.has('identity')) {
-      preloads.push(await timed('preload', () => runPart('bench/preload.ts', ['--fresh', String(Math.round(EVENTS / 10))])))
+      preloads.push(await timed('preload', () => runPart('bench/preload.ts', [...fresh, String(Math.round(EVENTS / 10))])))
       identity.push(await timed('identity (1/10 of the events)', () => runPart('bench/identity.ts', ['0']) as Promise<Identity>))
       preloads.push(await timed('preload top-up', () => runPart('bench/preload.ts', [String(EVENTS)])))
       identity.push(await timed('identity', () => runPart('bench/identity.ts', ['1']) as Promise<Identity>))
     } else {
-      preloads.push(await timed('preload', () => runPart('bench/preload.ts', ['--fresh', String(EVENTS)])))
+      preloads.push(await timed('preload', () => runPart('bench/preload.ts', [...fresh, String(EVENTS)])))
     }
     for (const mode of ['embedded', 'split']) {
       if (PARTS.has(mode)) ingest.push(await timed(mode, () => runPart('bench/ingest.ts', [mode, String(USERS)]) as Promise<Ingest>))
     }
+    if (PARTS.has('mixed')) mixed = await timed('mixed', () => runPart('bench/mixed.ts', [String(USERS)]) as Promise<Mixed>)
+    // Near capacity: three quarters of the mixed part's applied rate when it ran (BENCH_SOAK_RPS overrides).
+    const soakRps = !process.env.BENCH_SOAK_RPS && mixed?.appliedPerSecond ? [String(Math.max(1, Math.round((0.75 * mixed.appliedPerSecond) / 225)))] : []
+    if (PARTS.has('soak')) soak = await timed('soak', () => runPart('bench/soak.ts', soakRps) as Promise<Soak>)
     if (PARTS.has('segments')) segments = await timed('segments', () => runPart('bench/segment-size.ts', [String(USERS)]) as Promise<SegmentSize>)
   }
   const reads = PARTS.has('reads') ? await timed('reads', () => runPart('bench/reads.ts') as Promise<Reads>) : undefined
   const exports: ExportBenchResult[] = []
   if (PARTS.has('export')) for (const users of [100_000, 1_000_000]) exports.push(await timed(`export ${users}`, () => benchExport({ users })))
-  if (preloads.length && !process.env.BENCH_KEEP_PRELOAD) await dropPreloaded()
+  if (preloads.length && !process.env.BENCH_KEEP_PRELOAD && !process.env.BENCH_REUSE_PRELOAD) await dropPreloaded()
+  if (server?.startedHere) stopBenchPostgres()
 
   const rows: [string, string, string, string][] = [['Measure', 'Result', 'Goal (issues 12, 14)', '']]
   if (raw) {
@@ -174,6 +218,62 @@ async function main() {
       ])
     }
   }
+  const mixedFloor = mixed && rawMixed ? floorOf(mixed, rawMixed) : undefined
+  if (rawMixed) {
+    rows.push(['raw Postgres, mixed attribute rows (~13 fields, 90% updates)', `${n(rawMixed.pgUpsertRowsPerSecond)} rows/s`, 'floor', ''])
+    rows.push(['raw ClickHouse, mixed event rows (nested properties)', `${n(rawMixed.chInsertRowsPerSecond)} rows/s`, 'floor', ''])
+  }
+  if (mixed) {
+    const friendly = ingest.find((r) => r.mode === 'split')
+    rows.push([
+      `mixed (split, 225 users a request of 100,000, 13-field attributes): applied end to end`,
+      mixed.appliedPerSecond === null ? 'not all applied' : `${n(mixed.appliedPerSecond)} objects/s`,
+      friendly?.appliedPerSecond ? `friendly load: ${n(friendly.appliedPerSecond)} objects/s` : '',
+      '',
+    ])
+    if (mixedFloor) {
+      rows.push([
+        `mixed: ratio to its raw floor (floor ${n(mixedFloor.floorObjectsPerSecond)} objects/s)`,
+        mixedFloor.ratio === null ? '-' : String(mixedFloor.ratio),
+        '>= 0.3 (aim 0.5)',
+        verdict(mixedFloor.ratio !== null && mixedFloor.ratio >= 0.3),
+      ])
+    }
+    rows.push([
+      `mixed: every object exact (${n(mixed.check.sampledUsers)} users compared, all events and incs counted)`,
+      mixed.check.exact ? 'exact' : `${n(mixed.check.mismatches)} mismatches: ${mixed.check.examples.slice(0, 3).join('; ')}`,
+      'exact',
+      verdict(mixed.check.exact),
+    ])
+  }
+  if (soak) {
+    const f = soak.firstMinute
+    const l = soak.lastMinute
+    const within = (a: number, b: number) => Math.abs(b - a) <= 0.2 * a
+    rows.push([
+      `soak: mixed load at ${soak.rps} requests/s (${n(soak.objectsPerSecondSent)} objects/s) for ${soak.seconds} s, applied, first / last minute`,
+      `${n(f.appliedPerSecond)} / ${n(l.appliedPerSecond)} objects/s`,
+      'within 20%',
+      verdict(within(f.appliedPerSecond, l.appliedPerSecond)),
+    ])
+    rows.push([
+      'soak: small requests alongside, p99 first / last minute',
+      `${f.small.p99Ms} / ${l.small.p99Ms} ms`,
+      'within 20%',
+      verdict(within(f.small.p99Ms, l.small.p99Ms)),
+    ])
+    const share = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${Math.round(v * 100)}%`).join(', ')
+    rows.push([
+      'soak: mixed requests accepted; all applied after the last send',
+      `${n(soak.mixedAccepted)} of ${n(soak.mixedRequests)}; ${soak.allDoneAfterLastSendMs === null ? 'not all' : `${n(soak.allDoneAfterLastSendMs)} ms`}`,
+      'all; < 5 s (below capacity)',
+      verdict(soak.mixedAccepted === soak.mixedRequests && soak.allDoneAfterLastSendMs !== null && soak.allDoneAfterLastSendMs < 5000),
+    ])
+    rows.push(['soak: dead-row share before it (left by earlier runs)', share(soak.deadRowShareAtStart), '', ''])
+    rows.push(['soak: dead-row share, highest sampled during it (every 30 s)', share(soak.deadRowShareMax), '', ''])
+    rows.push(['soak: dead-row share once all applied', share(soak.deadRowShareLast), '', ''])
+    rows.push(['soak: every object exact', soak.check.exact ? 'exact' : `${n(soak.check.mismatches)} mismatches`, 'exact', verdict(soak.check.exact)])
+  }
   for (const i of identity) {
     const events = `${n(i.preloaded.events)} events`
     for (const p of [i.merges, i.deletes]) {
@@ -215,7 +315,7 @@ async function main() {
   const dir = path.join(root, 'bench/results')
   mkdirSync(dir, { recursive: true })
   const file = path.join(dir, `${startedAt.replace(/[:.]/g, '-')}.json`)
-  Object.assign(out, { raw, preloads, ...ingestOut, identity, segments, reads, exports, partSeconds, table: rows })
+  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, soak, identity, segments, reads, exports, partSeconds, table: rows })
   writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`)
   console.log(`\nwritten to ${path.relative(root, file)}`)
 }

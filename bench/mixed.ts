@@ -1,0 +1,109 @@
+// The mixed load (bench/mixed-load.ts) applied end to end under `make run`'s layout (split: one
+// API process, one worker process under nice) on the preloaded database, 32 requests in flight,
+// then every object checked (bench/mixed-check.ts). Usage: tsx bench/mixed.ts [users]: the load
+// has as many requests as the ingest load for that many users (1,333 for 100,000: 300,000 objects).
+// Prints one JSON line.
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { dropQueueKeys, percentile } from './lib.js'
+import { requestsFor } from './ingest-load.js'
+import { startLayout, type Layout } from './layout.js'
+import { allFinished, closedLoop, post, round, type Target } from './load.js'
+import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
+import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
+import { readPreloaded, serviceEnv, type Preloaded } from './preload.js'
+
+const USERS = Number(process.argv[2] ?? 100_000)
+const CONCURRENCY = 32
+const APPLY_DEADLINE_MS = Number(process.env.BENCH_APPLY_DEADLINE_SECONDS ?? 600) * 1000
+
+/** Sends bodies 32 in flight and waits until every one is done. */
+async function sendAll(t: Target, bodies: string[], deadlineMs = APPLY_DEADLINE_MS) {
+  const sent = await closedLoop({ count: bodies.length, concurrency: CONCURRENCY, send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i]) })
+  const done = await allFinished(t, sent.ids, { pollMs: 20, deadline: sent.startedAt + deadlineMs })
+  return { sent, done }
+}
+
+export interface MixedRun {
+  layout: Layout
+  t: Target
+  db: pg.Client
+  tag: string
+  queuePrefix: string
+  setupSeconds: number
+}
+
+/**
+ * Starts the split layout on the preloaded database and makes the load's existing alias and phone
+ * users exist (the same every run; not measured). The caller stops the layout and closes `db`.
+ */
+export async function startMixed(preloaded: Preloaded): Promise<MixedRun> {
+  const env = serviceEnv(preloaded)
+  const layout = await startLayout('split', env)
+  const t: Target = { urls: layout.apis, key: preloaded.workspace.key }
+  const started = performance.now()
+  const setup = await sendAll(t, setupBodies())
+  if (setup.done.doneAt === undefined || setup.done.failed || setup.done.withErrors) throw new Error(`setup not applied: ${JSON.stringify(setup.done)}`)
+  const db = new pg.Client({ connectionString: preloaded.databaseUrl })
+  await db.connect()
+  return { layout, t, db, tag: randomBytes(3).toString('hex'), queuePrefix: env.QUEUE_PREFIX, setupSeconds: round((performance.now() - started) / 1000) }
+}
+
+/** State read before the load, for the check after it. */
+export async function before(run: MixedRun, preloaded: Preloaded, e: Map<number, Expected>): Promise<{ state: State; logins: number }> {
+  return { state: await readProfiles(run.db, preloaded.workspace.id, sampleOf(e), run.tag), logins: await loginsSum(run.db, preloaded.workspace.id) }
+}
+
+/** Stops the layout, then reads back and compares (ClickHouse can be opened only once the worker has let it go). */
+export async function stopAndCheck(run: MixedRun, preloaded: Preloaded, e: Map<number, Expected>, prior: { state: State; logins: number }) {
+  await run.layout.stop()
+  const after = await readProfiles(run.db, preloaded.workspace.id, sampleOf(e), run.tag)
+  const loginsAdded = (await loginsSum(run.db, preloaded.workspace.id)) - prior.logins
+  await run.db.end()
+  await dropQueueKeys(run.queuePrefix)
+  return check({ preloaded, tag: run.tag, expected: e, before: prior.state, after, loginsAdded })
+}
+
+async function main() {
+  const preloaded = readPreloaded()
+  const requests = mixedUsers(requestsFor(USERS))
+  const e = expected(requests)
+  const run = await startMixed(preloaded)
+  const prior = await before(run, preloaded, e)
+  const bodies = requests.map((r, i) => mixedBody(r, i, run.tag))
+  const { sent, done } = await sendAll(run.t, bodies)
+  const objects = bodies.length * MIXED_PER_KIND * 3
+  const seconds = done.doneAt === undefined ? undefined : (done.doneAt - sent.startedAt) / 1000
+  const checked = await stopAndCheck(run, preloaded, e, prior)
+  console.log(
+    JSON.stringify({
+      mode: 'mixed',
+      layout: 'split',
+      preloaded: { profiles: preloaded.profiles, events: preloaded.events },
+      requests: bodies.length,
+      objects,
+      attributeRows: bodies.length * MIXED_PER_KIND,
+      eventRows: bodies.length * MIXED_PER_KIND * 2,
+      distinctUsers: e.size,
+      concurrency: CONCURRENCY,
+      setupSeconds: run.setupSeconds,
+      acceptedPerSecond: Math.round(objects / ((sent.acceptedAt - sent.startedAt) / 1000)),
+      seconds: seconds === undefined ? null : round(seconds),
+      appliedPerSecond: seconds === undefined ? null : Math.round(objects / seconds),
+      notAppliedAtDeadline: done.pending,
+      failedRequests: done.failed,
+      requestsWithErrors: done.withErrors,
+      apiP50Ms: round(percentile(sent.latencies, 50)),
+      apiP99Ms: round(percentile(sent.latencies, 99)),
+      retried429: sent.retried429,
+      check: checked,
+    }),
+  )
+}
+
+if (process.argv[1]?.endsWith('bench/mixed.ts')) {
+  main().catch((e) => {
+    console.error(e)
+    process.exit(1)
+  })
+}

@@ -1,0 +1,174 @@
+// Steady under a long send (issue 22): the mixed load (bench/mixed-load.ts) at a fixed rate near
+// capacity for BENCH_SOAK_SECONDS (default 600) under `make run`'s layout, with small requests
+// (1 attribute + 1 event) alongside at BENCH_SOAK_SMALL_RPS (default 50) whose latency is the
+// "small-request p99". Postgres runs with autovacuum at its defaults (the bench's own server,
+// bench/postgres.ts). Reported: applied objects/s and small-request p50/p99 of the first and the
+// last minute, the dead-row share of the hot tables sampled every 30 s, and the exactness check
+// of bench/mixed.ts once everything is applied.
+//
+// Usage: tsx bench/soak.ts [requests/s]: mixed requests (225 objects) a second, default
+// BENCH_SOAK_RPS or 30. Prints one JSON line.
+import pg from 'pg'
+import { percentile, sleep } from './lib.js'
+import { smallBody } from './ingest-load.js'
+import { allFinished, openLoop, post, progress, round, summarize, type OpenLoopSample, type Target } from './load.js'
+import { expected, MIXED_PER_KIND, mixedBody, mixedUsers } from './mixed-load.js'
+import { before, startMixed, stopAndCheck } from './mixed.js'
+import { readPreloaded } from './preload.js'
+
+const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
+const SECONDS = num('BENCH_SOAK_SECONDS', 600)
+const RPS = Number(process.argv[2] ?? num('BENCH_SOAK_RPS', 30))
+const SMALL_RPS = num('BENCH_SOAK_SMALL_RPS', 50)
+const SAMPLE_EVERY_MS = 30_000
+const WINDOW_MS = Math.min(60_000, (SECONDS * 1000) / 3)
+const HOT_TABLES = ['profiles', 'profile_aliases', 'profile_event_summaries', 'applied_jobs']
+
+interface DeadRows {
+  atSeconds: number
+  tables: Record<string, { live: number; dead: number; share: number; autovacuums: number; mb: number }>
+}
+
+async function deadRows(db: pg.Client, startedAt: number): Promise<DeadRows> {
+  const { rows } = await db.query(
+    `SELECT relname, n_live_tup, n_dead_tup, autovacuum_count, pg_total_relation_size(relid) AS bytes
+     FROM pg_stat_user_tables WHERE relname = ANY($1)`,
+    [HOT_TABLES],
+  )
+  const tables: DeadRows['tables'] = {}
+  for (const r of rows) {
+    const live = Number(r.n_live_tup)
+    const dead = Number(r.n_dead_tup)
+    tables[r.relname] = { live, dead, share: live + dead ? round(dead / (live + dead)) : 0, autovacuums: Number(r.autovacuum_count), mb: Math.round(Number(r.bytes) / 2 ** 20) }
+  }
+  return { atSeconds: round((performance.now() - startedAt) / 1000), tables }
+}
+
+/**
+ * The applied frontier: how many of the mixed requests, in send order, are done, looked at every
+ * second. Request order is not completion order across partitions, so this trails the true count
+ * by at most what is in flight: a lower bound, the same at the start and the end of the run.
+ */
+function watchFrontier(t: Target, ids: (string | undefined)[], startedAt: number) {
+  const points: { at: number; done: number }[] = []
+  let stop = false
+  let done = 0
+  const loop = (async () => {
+    while (!stop) {
+      while (done < ids.length && ids[done]) {
+        const p = await progress(t.urls[0], t.key, ids[done]!)
+        if (p.status !== 'done' && p.status !== 'failed') break
+        done++
+      }
+      points.push({ at: performance.now() - startedAt, done })
+      await sleep(1000)
+    }
+  })()
+  return {
+    points,
+    async end() {
+      stop = true
+      await loop
+    },
+  }
+}
+
+/** Requests done a second between two instants (ms after the start), from the frontier's points. */
+function rateBetween(points: { at: number; done: number }[], from: number, to: number): number {
+  const at = (ms: number) => points.reduce((best, p) => (Math.abs(p.at - ms) < Math.abs(best.at - ms) ? p : best), points[0])
+  const a = at(from)
+  const b = at(to)
+  return b.at > a.at ? (b.done - a.done) / ((b.at - a.at) / 1000) : 0
+}
+
+function minute(samples: OpenLoopSample[], from: number, to: number) {
+  const s = summarize(samples.filter((x) => x.due >= from && x.due < to))
+  return { count: s.count, p50Ms: s.p50Ms, p99Ms: s.p99Ms, failures: s.failures }
+}
+
+async function main() {
+  const preloaded = readPreloaded()
+  const count = Math.round(RPS * SECONDS)
+  const requests = mixedUsers(count, 2222)
+  const run = await startMixed(preloaded)
+  // Read for every user the load may name; compared for those of the requests accepted.
+  const prior = await before(run, preloaded, expected(requests))
+  const stats = new pg.Client({ connectionString: preloaded.databaseUrl })
+  await stats.connect()
+
+  const ids: (string | undefined)[] = new Array(count)
+  const startedAt = performance.now()
+  const samples: DeadRows[] = [await deadRows(stats, startedAt)]
+  const sampler = setInterval(() => void deadRows(stats, startedAt).then((s) => samples.push(s)), SAMPLE_EVERY_MS)
+  const frontier = watchFrontier(run.t, ids, startedAt)
+  const url = run.t.urls[0]
+  const [mixed, small] = await Promise.all([
+    openLoop({
+      rps: RPS,
+      seconds: SECONDS,
+      warmUpSeconds: 0,
+      send: async (i) => {
+        const a = await post(url, run.t.key, '/users/track', mixedBody(requests[i], i, run.tag))
+        if (a.status >= 200 && a.status < 300) ids[i] = a.requestId
+        return a
+      },
+    }),
+    openLoop({ rps: SMALL_RPS, seconds: SECONDS, warmUpSeconds: 0, send: (i) => post(url, run.t.key, '/users/track', smallBody(`s${run.tag}-${i % 20_000}`)) }),
+  ])
+  const lastSendAt = performance.now()
+  const accepted = ids.filter((id): id is string => id !== undefined)
+  const done = await allFinished(run.t, accepted, { pollMs: 50, deadline: lastSendAt + 600_000 })
+  clearInterval(sampler)
+  await frontier.end()
+  samples.push(await deadRows(stats, startedAt))
+  await stats.end()
+
+  const t0 = mixed.samples[0]?.due ?? startedAt
+  const end = t0 + SECONDS * 1000
+  const at = (ms: number) => ms - startedAt
+  const objectsPerRequest = MIXED_PER_KIND * 3
+  const firstMinute = {
+    appliedPerSecond: Math.round(rateBetween(frontier.points, at(t0), at(t0 + WINDOW_MS)) * objectsPerRequest),
+    small: minute(small.samples, t0, t0 + WINDOW_MS),
+    mixedApi: minute(mixed.samples, t0, t0 + WINDOW_MS),
+  }
+  const lastMinute = {
+    appliedPerSecond: Math.round(rateBetween(frontier.points, at(end - WINDOW_MS), at(end)) * objectsPerRequest),
+    small: minute(small.samples, end - WINDOW_MS, end),
+    mixedApi: minute(mixed.samples, end - WINDOW_MS, end),
+  }
+  // The first sample is what earlier runs left; the last, taken once everything is applied, what this one leaves.
+  const during = samples.slice(1, -1)
+  const shares = (of: DeadRows[], pick: (xs: number[]) => number) =>
+    Object.fromEntries(Object.keys(samples[0].tables).map((k) => [k, of.length ? pick(of.map((s) => s.tables[k]?.share ?? 0)) : 0]))
+  // A request answered 429 was not accepted: what the service must hold is what it accepted.
+  const checked = await stopAndCheck(run, preloaded, expected(requests, (i) => ids[i] !== undefined), prior)
+  console.log(
+    JSON.stringify({
+      seconds: SECONDS,
+      rps: RPS,
+      objectsPerSecondSent: RPS * objectsPerRequest,
+      smallRps: SMALL_RPS,
+      windowSeconds: WINDOW_MS / 1000,
+      mixedRequests: count,
+      mixedAccepted: accepted.length,
+      mixedApi: summarize(mixed.samples),
+      sendLagP99Ms: Math.max(mixed.sendLagP99Ms, small.sendLagP99Ms),
+      allDoneAfterLastSendMs: done.doneAt === undefined ? null : Math.round(done.doneAt - lastSendAt),
+      notDoneAtDeadline: done.pending,
+      firstMinute,
+      lastMinute,
+      smallWhole: { ...summarize(small.samples), p999Ms: round(percentile(small.samples.map((s) => s.latency).sort((a, b) => a - b), 99.9)) },
+      deadRowShareAtStart: shares(samples.slice(0, 1), (xs) => xs[0]),
+      deadRowShareMax: shares(during, (xs) => Math.max(...xs)),
+      deadRowShareLast: shares(samples.slice(-1), (xs) => xs[0]),
+      deadRows: samples,
+      check: checked,
+    }),
+  )
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})
