@@ -40,6 +40,11 @@ export interface ApiRoute<D> extends ApiOperation {
 /** A request to a route: no path has a wildcard, so each path parameter is one string. */
 export type ApiRequest = Request<Record<string, string>>
 
+/** Routes sharing one auth kind, declared without repeating it. */
+export function withAuth<D>(auth: AuthKind, routes: Omit<ApiRoute<D>, 'auth'>[]): ApiRoute<D>[] {
+  return routes.map((route) => ({ ...route, auth }))
+}
+
 /**
  * A route family: the endpoints of one file under routes/, and what they use (`D`, a part of
  * ApiDeps). The app mounts each family as one router, in the order of app.ts.

@@ -22,7 +22,7 @@ import { RateLimitedPaths, bucketFor, DefaultBuckets } from '../../../shared/dom
 import { Filter } from '../../../shared/domain/segment-filter.js'
 import { conflict, notFound } from '../../../shared/errors.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiRoute, RouteFamily } from '../api-operation.js'
+import { withAuth, type RouteFamily } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 const Name = z.string().trim().min(1).max(200)
@@ -58,8 +58,6 @@ export const BlockedIds = z.object({ external_ids: z.array(z.string().min(1).max
 /** What the operator API uses: Postgres, the announcement of operator changes, segment sizes. */
 type AdminDeps = Pick<ApiDeps, 'pg' | 'operator' | 'clickhouseReads'>
 
-const admin = (route: Omit<ApiRoute<AdminDeps>, 'auth'>): ApiRoute<AdminDeps> => ({ ...route, auth: 'admin' })
-
 async function workspaceOr404(db: AdminDeps['pg'], id: string) {
   const ws = await getWorkspace(db, id)
   if (!ws) throw notFound(`unknown workspace ${id}`)
@@ -83,8 +81,8 @@ function limitsInForce(settings: z.infer<typeof RateLimitsBody>) {
  * subscription groups are read from Postgres where they are used: nothing to announce.
  */
 export const adminRoutes: RouteFamily<AdminDeps> = {
-  routes: [
-    admin({
+  routes: withAuth<AdminDeps>('admin', [
+    {
       method: 'post',
       path: '/admin/v1/workspaces',
       summary: 'Create a workspace',
@@ -96,8 +94,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         if (!ws) throw conflict(`a workspace named ${body.name} already exists`)
         res.status(201).json({ id: ws.id, name: ws.name })
       },
-    }),
-    admin({
+    },
+    {
       method: 'post',
       path: '/admin/v1/workspaces/:ws/api_keys',
       summary: 'Create an API key (the key is shown once)',
@@ -111,8 +109,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.status(201).json(key)
       },
-    }),
-    admin({
+    },
+    {
       method: 'delete',
       path: '/admin/v1/api_keys/:id',
       summary: 'Revoke an API key at once',
@@ -122,8 +120,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.status(204).end()
       },
-    }),
-    admin({
+    },
+    {
       method: 'put',
       path: '/admin/v1/api_keys/:id/permissions',
       summary: "Replace an API key's permissions, in force at once",
@@ -136,8 +134,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.json({ id: req.params.id, permissions })
       },
-    }),
-    admin({
+    },
+    {
       method: 'post',
       path: '/admin/v1/scim_tokens',
       summary: 'Create a SCIM token',
@@ -147,8 +145,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         const body = parseOr400(CreateScimToken, req.body)
         res.status(201).json(await createScimToken(db, body.request_origin))
       },
-    }),
-    admin({
+    },
+    {
       method: 'delete',
       path: '/admin/v1/scim_tokens/:id',
       summary: 'Revoke a SCIM token at once',
@@ -157,8 +155,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         if (!(await revokeScimToken(db, req.params.id))) throw notFound(`unknown SCIM token ${req.params.id}`)
         res.status(204).end()
       },
-    }),
-    admin({
+    },
+    {
       method: 'post',
       path: '/admin/v1/workspaces/:ws/subscription_groups',
       summary: 'Create a subscription group',
@@ -171,8 +169,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         if (!g) throw conflict(`a subscription group named ${body.name} already exists`)
         res.status(201).json({ subscription_group_id: g.id, name: g.name, channel: g.channel })
       },
-    }),
-    admin({
+    },
+    {
       method: 'post',
       path: '/admin/v1/workspaces/:ws/segments',
       summary: 'Create a segment from a filter (operator.md section 3)',
@@ -185,8 +183,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         if (!s) throw conflict(`a segment named ${body.name} already exists`)
         res.status(201).json({ segment_id: s.id, name: s.name })
       },
-    }),
-    admin({
+    },
+    {
       method: 'get',
       path: '/admin/v1/workspaces/:ws/segments/:id',
       summary: 'Read a segment and its current size',
@@ -201,8 +199,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         const size = await clickhouseReads.segmentSize(s.workspace_id, s.filter as Filter)
         res.json({ segment_id: s.id, name: s.name, filter: s.filter, size })
       },
-    }),
-    admin({
+    },
+    {
       method: 'put',
       path: '/admin/v1/workspaces/:ws/global_control_group',
       summary: 'Set the global control group percentage',
@@ -214,8 +212,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.json({ percent: body.percent, random_bucket_below: Math.round(body.percent * 100) })
       },
-    }),
-    admin({
+    },
+    {
       method: 'put',
       path: '/admin/v1/workspaces/:ws/export_storage',
       summary: "Send the workspace's exports to an S3 bucket",
@@ -228,8 +226,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         const { secret_access_key: _secret, ...shown } = body
         res.json(shown)
       },
-    }),
-    admin({
+    },
+    {
       method: 'delete',
       path: '/admin/v1/workspaces/:ws/export_storage',
       summary: 'Back to download URLs for exports',
@@ -239,8 +237,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.status(204).end()
       },
-    }),
-    admin({
+    },
+    {
       method: 'put',
       path: '/admin/v1/workspaces/:ws/rate_limits',
       summary: 'Set the rate limits of a workspace',
@@ -252,8 +250,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.json({ ...body, in_force: limitsInForce(body) })
       },
-    }),
-    admin({
+    },
+    {
       method: 'put',
       path: '/admin/v1/workspaces/:ws/blocked_external_ids',
       summary: 'Replace the blocked external ids of a workspace',
@@ -267,8 +265,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         await operator.announce()
         res.json({ external_ids: ids })
       },
-    }),
-    admin({
+    },
+    {
       method: 'get',
       path: '/admin/v1/workspaces/:ws/exports/:id',
       summary: 'Status and files of an export',
@@ -278,8 +276,8 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
         if (!e) throw notFound(`unknown export ${req.params.id}`)
         res.json(e)
       },
-    }),
-  ],
+    },
+  ]),
   // Any other /admin/v1 path asks for the admin token too, before answering that it does not exist.
   rest: { path: '/admin/v1', auth: 'admin' },
 }

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express'
 import { ScimBasePath, ScimContentType, UserSchema, scimError } from '../../../shared/domain/scim.js'
 import { listOf, serviceProviderConfig, userResourceType, userSchema } from '../../../shared/domain/scim-schema.js'
 import type { Config } from '../../../shared/config.js'
-import type { ApiRoute } from '../api-operation.js'
+import { withAuth, type ApiRoute } from '../api-operation.js'
 
 const send = (res: Response, body: unknown) => res.status(200).type(ScimContentType).json(body)
 
@@ -20,11 +20,9 @@ function refuseFilter(req: Request, status: 400 | 403) {
 /** The discovery documents name the service's public URL. */
 export type DiscoveryDeps = { config: Pick<Config, 'PUBLIC_URL'> }
 
-const scim = (route: Omit<ApiRoute<DiscoveryDeps>, 'auth'>): ApiRoute<DiscoveryDeps> => ({ ...route, auth: 'scim' })
-
 /** RFC 7644 section 4 discovery, part of the SCIM family (scim-users.ts) behind its authentication and limit. */
-export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = [
-  scim({
+export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = withAuth<DiscoveryDeps>('scim', [
+  {
     method: 'get',
     path: `${ScimBasePath}/ServiceProviderConfig`,
     summary: 'What this SCIM service supports (RFC 7644 section 4)',
@@ -33,8 +31,8 @@ export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = [
       refuseFilter(req, 403)
       send(res, serviceProviderConfig(deps.config.PUBLIC_URL))
     },
-  }),
-  scim({
+  },
+  {
     method: 'get',
     path: `${ScimBasePath}/ResourceTypes`,
     summary: 'The SCIM resource types: User only',
@@ -43,8 +41,8 @@ export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = [
       refuseFilter(req, 400)
       send(res, listOf([userResourceType(deps.config.PUBLIC_URL)]))
     },
-  }),
-  scim({
+  },
+  {
     method: 'get',
     path: `${ScimBasePath}/ResourceTypes/:id`,
     summary: 'One SCIM resource type',
@@ -53,8 +51,8 @@ export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = [
       if (req.params.id !== 'User') throw scimError(404, `unknown resource type ${JSON.stringify(req.params.id)}: this service has User only`)
       send(res, userResourceType(deps.config.PUBLIC_URL))
     },
-  }),
-  scim({
+  },
+  {
     method: 'get',
     path: `${ScimBasePath}/Schemas`,
     summary: 'The SCIM schemas: the User schema as stored here',
@@ -63,8 +61,8 @@ export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = [
       refuseFilter(req, 400)
       send(res, listOf([userSchema(deps.config.PUBLIC_URL)]))
     },
-  }),
-  scim({
+  },
+  {
     method: 'get',
     path: `${ScimBasePath}/Schemas/:id`,
     summary: 'One SCIM schema by its URN',
@@ -74,5 +72,5 @@ export const scimDiscoveryRoutes: ApiRoute<DiscoveryDeps>[] = [
       if (req.params.id.toLowerCase() !== UserSchema.toLowerCase()) throw scimError(404, `unknown schema ${JSON.stringify(req.params.id)}: this service has ${UserSchema} only`)
       send(res, userSchema(deps.config.PUBLIC_URL))
     },
-  }),
-]
+  },
+])

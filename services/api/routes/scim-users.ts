@@ -36,7 +36,7 @@ import {
 import { applyPatch, patchOperations } from '../../../shared/domain/scim-patch.js'
 import { MaxResults } from '../../../shared/domain/scim-schema.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiRequest, ApiRoute, RouteFamily } from '../api-operation.js'
+import { withAuth, type ApiRequest, type RouteFamily } from '../api-operation.js'
 import { scimDiscoveryRoutes, type DiscoveryDeps } from './scim-discovery.js'
 
 const DEFAULT_PAGE_SIZE = 100
@@ -268,13 +268,12 @@ function replace(deps: ScimDeps, req: ApiRequest, next: (current: DashboardUser)
   })
 }
 
-const scim = (route: Omit<ApiRoute<ScimDeps>, 'auth'>): ApiRoute<ScimDeps> => ({ ...route, auth: 'scim' })
 const scimUser = 'the SCIM user'
 const unknownUser = 'unknown user'
 const ifMatch = { 412: 'If-Match names another version; nothing changed' }
 
-const userRoutes: ApiRoute<ScimDeps>[] = [
-  scim({
+const userRoutes = withAuth<ScimDeps>('scim', [
+  {
     method: 'post',
     path: `${ScimBasePath}/Users`,
     summary: 'Create a dashboard user (SCIM)',
@@ -292,8 +291,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       res.location(toScimUser(user, deps.config.PUBLIC_URL).meta.location)
       sendUser(deps, req, res, 201, user)
     },
-  }),
-  scim({
+  },
+  {
     method: 'get',
     path: `${ScimBasePath}/Users`,
     summary: 'Search dashboard users by filter (SCIM)',
@@ -305,8 +304,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       const projection = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
       await search(deps, res, { filter, ...paging, ...projection })
     },
-  }),
-  scim({
+  },
+  {
     method: 'post',
     path: `${ScimBasePath}/Users/.search`,
     summary: 'Search dashboard users with a SearchRequest body (SCIM)',
@@ -319,8 +318,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       const projection = parseScim(Projection, { attributes: body.attributes, excludedAttributes: body.excludedAttributes })
       await search(deps, res, { filter, ...paging, ...projection })
     },
-  }),
-  scim({
+  },
+  {
     method: 'get',
     path: `${ScimBasePath}/Users/:id`,
     summary: 'Read a dashboard user (SCIM); If-None-Match answers 304 when unchanged',
@@ -336,8 +335,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       }
       sendUser(deps, req, res, 200, user)
     },
-  }),
-  scim({
+  },
+  {
     method: 'put',
     path: `${ScimBasePath}/Users/:id`,
     summary: 'Replace a dashboard user (SCIM)',
@@ -349,8 +348,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       const body = parseScim(ReplaceUserBody, req.body)
       sendUser(deps, req, res, 200, await replace(deps, req, () => body))
     },
-  }),
-  scim({
+  },
+  {
     method: 'patch',
     path: `${ScimBasePath}/Users/:id`,
     summary: 'Modify a dashboard user with PATCH operations, all or none (SCIM)',
@@ -363,8 +362,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       const user = await replace(deps, req, (current) => parseScim(ReplaceUserBody, applyPatch(toScimUser(current, deps.config.PUBLIC_URL), ops)))
       sendUser(deps, req, res, 200, user)
     },
-  }),
-  scim({
+  },
+  {
     method: 'delete',
     path: `${ScimBasePath}/Users/:id`,
     summary: 'Delete a dashboard user (SCIM)',
@@ -378,8 +377,8 @@ const userRoutes: ApiRoute<ScimDeps>[] = [
       })
       res.status(204).end()
     },
-  }),
-]
+  },
+])
 
 /** Any other path under /scim/v2, authenticated and counted like the rest, answers a SCIM 404. */
 function noSuchEndpoint(req: Request): never {
