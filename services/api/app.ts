@@ -1,16 +1,18 @@
-import express, { type Router } from 'express'
+import express from 'express'
 import { httpLogger } from '../../shared/logger.js'
-import { authenticateApiKey, ApiKeyAuthenticator, requirePermission } from './middleware/auth.js'
+import type { ApiOperation, RouteFamily } from './api-operation.js'
+import { authenticateApiKey, authenticateScim, ApiKeyAuthenticator, requireAdminToken } from './middleware/auth.js'
 import { errorHandler, notFoundHandler, requireJson } from './middleware/errors.js'
 import { idempotency } from './middleware/idempotency.js'
 import { guardJsonBody } from './middleware/json-guard.js'
-import { rateLimitApi } from './middleware/rate-limit.js'
+import { rateLimitApi, rateLimitScim } from './middleware/rate-limit.js'
 import { assignRequestId } from './middleware/request-id.js'
-import type { ApiDeps, Guard } from './deps.js'
-import { apiOperations, buildOpenApiDocument } from './openapi.js'
+import type { ApiDeps } from './deps.js'
+import { mountFamily, type AuthMiddleware } from './mount.js'
+import { buildOpenApiDocument } from './openapi.js'
 import { adminRoutes } from './routes/admin.js'
 import { adminEmailListRoutes } from './routes/admin-email-lists.js'
-import { docsRoutes } from './routes/docs.js'
+import { docsRoutes, type DocsDeps } from './routes/docs.js'
 import { exportDownloadRoutes } from './routes/export-download.js'
 import { emailRoutes } from './routes/email.js'
 import { healthRoutes } from './routes/health.js'
@@ -26,7 +28,37 @@ import { usersTrackRoutes } from './routes/users-track.js'
 
 export const BODY_LIMIT = '4mb'
 
-/** Middleware order: request log, metrics, JSON parsing, routers (each applies its own auth), 404, errors. */
+/** What the route families are given: the API's dependencies, and the OpenAPI document for the docs family. */
+type RouteDeps = ApiDeps & DocsDeps
+
+/**
+ * Every route family, in the order each request walks them: the one taking by far the most
+ * requests comes first. The OpenAPI document is built from the same list.
+ */
+const routeFamilies: RouteFamily<RouteDeps>[] = [
+  usersTrackRoutes,
+  healthRoutes,
+  metricsRoutes,
+  docsRoutes,
+  queueDashboardRoutes,
+  adminRoutes,
+  adminEmailListRoutes,
+  requestRoutes,
+  usersExportIdsRoutes,
+  usersIdentityRoutes,
+  usersExportRoutes,
+  exportDownloadRoutes,
+  subscriptionRoutes,
+  emailRoutes,
+  scimUserRoutes,
+]
+
+/** Every route the API serves, as documented. */
+export function apiOperations(): ApiOperation[] {
+  return routeFamilies.flatMap((f) => f.routes)
+}
+
+/** Middleware order: request log, metrics, JSON parsing, one router per route family (each route behind its auth), 404, errors. */
 export function createApp(deps: ApiDeps): express.Express {
   const app = express()
   app.disable('x-powered-by')
@@ -49,40 +81,22 @@ export function createApp(deps: ApiDeps): express.Express {
   app.use(guardJsonBody)
 
   const authenticator = new ApiKeyAuthenticator(deps.pg, deps.operator)
-  const authenticate = authenticateApiKey(authenticator)
-  const limit = rateLimitApi({
-    limits: deps.rateLimits,
-    workspaces: deps.workspaces,
-    authenticator,
-    onLimited: (bucket) => deps.metrics.rateLimited.inc({ bucket }),
-  })
-  const idem = idempotency(deps.redis, deps.config.QUEUE_PREFIX)
-  const guard: Guard = (permission, opts = {}) => [
-    authenticate,
-    limit,
-    requirePermission(permission),
-    ...(opts.write ? [assignRequestId, idem] : []),
-  ]
-
-  // Each request walks the routers in turn: the one taking by far the most requests comes first.
-  const routers: Router[] = [
-    usersTrackRoutes(deps, guard),
-    healthRoutes(deps),
-    metricsRoutes(deps),
-    docsRoutes(() => buildOpenApiDocument({ publicUrl: deps.config.PUBLIC_URL, operations: apiOperations() })),
-    queueDashboardRoutes(deps),
-    adminRoutes(deps),
-    adminEmailListRoutes(deps),
-    requestRoutes(deps, authenticate, limit),
-    usersExportIdsRoutes(deps, guard),
-    usersIdentityRoutes(deps, guard),
-    usersExportRoutes(deps, guard),
-    exportDownloadRoutes(deps),
-    subscriptionRoutes(deps, guard),
-    emailRoutes(deps, guard),
-    scimUserRoutes(deps),
-  ]
-  for (const r of routers) app.use(r)
+  const onLimited = (bucket: string) => deps.metrics.rateLimited.inc({ bucket })
+  const auth: AuthMiddleware = {
+    apiKey: authenticateApiKey(authenticator),
+    rateLimit: rateLimitApi({ limits: deps.rateLimits, workspaces: deps.workspaces, authenticator, onLimited }),
+    write: [assignRequestId, idempotency(deps.redis, deps.config.QUEUE_PREFIX)],
+    admin: requireAdminToken(deps.adminToken),
+    scim: [authenticateScim(deps.pg), rateLimitScim(deps.rateLimits, onLimited)],
+  }
+  // /metrics reports queue depths and the track backlog.
+  deps.metrics.watchQueues(deps.queues)
+  let document: object | undefined
+  const routeDeps: RouteDeps = {
+    ...deps,
+    openApiDocument: () => (document ??= buildOpenApiDocument({ publicUrl: deps.config.PUBLIC_URL, operations: apiOperations() })),
+  }
+  for (const family of routeFamilies) app.use(mountFamily(family, routeDeps, auth))
 
   app.use(notFoundHandler)
   app.use(errorHandler(deps.logger))

@@ -1,9 +1,7 @@
-import type { RequestHandler } from 'express'
 import type { Redis } from 'ioredis'
 import type { ClickHouseReads } from '../../shared/clickhouse/reads.js'
 import type { Config } from '../../shared/config.js'
 import type { Pool } from '../../shared/db/pool.js'
-import type { Permission } from '../../shared/domain/permissions.js'
 import type { Logger } from '../../shared/logger.js'
 import type { Producer } from '../../shared/queue/jobs.js'
 import type { QueueRegistry } from '../../shared/queue/queues.js'
@@ -13,7 +11,7 @@ import type { Context } from '../../shared/context.js'
 import { OperatorGeneration } from '../../shared/operator-changes.js'
 import { RateLimits, WorkspaceCache } from './middleware/rate-limit.js'
 
-/** What route families may use. */
+/** What the API is built from; each route family declares the part it uses (`RouteFamily<Pick<ApiDeps, ...>>`). */
 export interface ApiDeps {
   config: Config
   logger: Logger
@@ -31,12 +29,6 @@ export interface ApiDeps {
   /** Segment sizes and readiness, in every layout (`shared/clickhouse/reads.ts`). */
   clickhouseReads: ClickHouseReads
 }
-
-/**
- * The middleware chain of an API-key endpoint: authenticate, rate-limit the workspace, check the
- * permission; `write` endpoints also get a request id and Idempotency-Key handling.
- */
-export type Guard = (permission: Permission, opts?: { write?: boolean }) => RequestHandler[]
 
 /** The API's dependencies, built from a process's context. */
 export function apiDepsFrom(ctx: Context, metrics: Metrics, adminToken: string): ApiDeps {

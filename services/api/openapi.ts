@@ -1,43 +1,5 @@
 import { z } from 'zod'
 import type { ApiOperation, AuthKind } from './api-operation.js'
-import { openapi as adminEmailListOperations } from './routes/admin-email-lists.js'
-import { openapi as adminOperations } from './routes/admin.js'
-import { openapi as docsOperations } from './routes/docs.js'
-import { openapi as emailOperations } from './routes/email.js'
-import { openapi as exportDownloadOperations } from './routes/export-download.js'
-import { openapi as healthOperations } from './routes/health.js'
-import { openapi as metricsOperations } from './routes/metrics.js'
-import { openapi as queueDashboardOperations } from './routes/queue-dashboard.js'
-import { openapi as requestOperations } from './routes/requests.js'
-import { openapi as scimDiscoveryOperations } from './routes/scim-discovery.js'
-import { openapi as scimUserOperations } from './routes/scim-users.js'
-import { openapi as subscriptionOperations } from './routes/subscriptions.js'
-import { openapi as usersExportIdsOperations } from './routes/users-export-ids.js'
-import { openapi as usersExportOperations } from './routes/users-export.js'
-import { openapi as usersIdentityOperations } from './routes/users-identity.js'
-import { openapi as usersTrackOperations } from './routes/users-track.js'
-
-/** Every documented operation of the service. */
-export function apiOperations(): ApiOperation[] {
-  return [
-    ...healthOperations,
-    ...metricsOperations,
-    ...queueDashboardOperations,
-    ...docsOperations,
-    ...adminOperations,
-    ...requestOperations,
-    ...usersTrackOperations,
-    ...usersExportIdsOperations,
-    ...usersIdentityOperations,
-    ...usersExportOperations,
-    ...exportDownloadOperations,
-    ...subscriptionOperations,
-    ...emailOperations,
-    ...adminEmailListOperations,
-    ...scimUserOperations,
-    ...scimDiscoveryOperations,
-  ]
-}
 
 type JsonSchema = Record<string, unknown>
 

@@ -1,5 +1,6 @@
 import { expect } from 'vitest'
-import { apiOperations, openApiPath } from '../../services/api/openapi.js'
+import { apiOperations } from '../../services/api/app.js'
+import { openApiPath } from '../../services/api/openapi.js'
 import { request, type HttpResult } from './harness.js'
 import { until } from './wait.js'
 

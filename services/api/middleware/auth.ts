@@ -1,7 +1,8 @@
 import type { NextFunction, Request, Response } from 'express'
-import { findApiKeyByHash, type ApiKeyRecord } from '../../../shared/db/repositories/credential-repository.js'
+import { findApiKeyByHash, findScimTokenByHash, type ApiKeyRecord } from '../../../shared/db/repositories/credential-repository.js'
 import type { Pool } from '../../../shared/db/pool.js'
 import type { Permission } from '../../../shared/domain/permissions.js'
+import { scimError } from '../../../shared/domain/scim.js'
 import { ApiError } from '../../../shared/errors.js'
 import { CoherentCache, MAX_REREADS, unsettled, type OperatorGeneration } from '../../../shared/operator-changes.js'
 import { hashSecret, hashesEqual, secretsEqual } from '../../../shared/secrets.js'
@@ -94,6 +95,21 @@ export function requireAdminToken(adminToken: string) {
     if (!token || !secretsEqual(token, adminToken)) {
       return next(new ApiError(401, 'unauthorized', 'missing or wrong admin token'))
     }
+    next()
+  }
+}
+
+/** Bearer SCIM token (stored hashed) plus the `X-Request-Origin` it was issued for; refusals are SCIM errors. */
+export function authenticateScim(db: Pool) {
+  return async (req: Request, _res: Response, next: NextFunction) => {
+    const token = bearerToken(req)
+    if (!token) throw scimError(401, 'missing SCIM token: send Authorization: Bearer <SCIM_TOKEN>')
+    const hash = hashSecret(token)
+    const record = await findScimTokenByHash(db, hash)
+    if (!record || !hashesEqual(record.token_hash, hash)) throw scimError(401, 'invalid SCIM token')
+    const origin = req.get('x-request-origin')
+    if (!origin) throw scimError(401, 'missing X-Request-Origin header')
+    if (origin !== record.request_origin) throw scimError(403, 'X-Request-Origin does not match the origin of this SCIM token')
     next()
   }
 }

@@ -3,7 +3,7 @@ import type { NextFunction, Request, Response } from 'express'
 import type { Redis } from 'ioredis'
 import { getWorkspace, listBlockedExternalIds, type Workspace } from '../../../shared/db/repositories/workspace-repository.js'
 import type { Pool } from '../../../shared/db/pool.js'
-import { bucketFor, type Bucket } from '../../../shared/domain/rate-limits.js'
+import { bucketFor, ScimBucket, type Bucket } from '../../../shared/domain/rate-limits.js'
 import { ApiError } from '../../../shared/errors.js'
 import { CoherentCache, MAX_REREADS, unsettled, type OperatorGeneration, type Tagged } from '../../../shared/operator-changes.js'
 import { bearerToken, invalidApiKey, type ApiKeyAuthenticator } from './auth.js'
@@ -111,9 +111,11 @@ export class RateLimits {
 }
 
 /**
- * Per-workspace limit for the request's path, applied once the API key is known. The counting
- * call also proves the cached key and workspace current; when an operator changed something since
- * they were read, both are read again and the request decided again (it may now be a 401 or 429).
+ * Per-workspace limit of a route's bucket, applied once the API key is known. The bucket is the
+ * one its path belongs to: the route's pattern, never the raw path, so `/USERS/TRACK/` counts with
+ * `/users/track`. The counting call also proves the cached key and workspace current; when an
+ * operator changed something since they were read, both are read again and the request decided
+ * again (it may now be a 401 or 429).
  */
 export function rateLimitApi(opts: {
   limits: RateLimits
@@ -121,9 +123,7 @@ export function rateLimitApi(opts: {
   authenticator: ApiKeyAuthenticator
   onLimited?: (bucket: string) => void
 }) {
-  return async (req: Request, res: Response, next: NextFunction) => {
-    // The matched route, not the raw path: `/USERS/TRACK/` reaches the same handler and must count in the same bucket.
-    const path = req.route ? `${req.baseUrl}${req.route.path}` : req.path
+  return (path: string) => async (req: Request, res: Response, next: NextFunction) => {
     for (let attempt = 1; ; attempt++) {
       const auth = res.locals.auth!
       const ws = await opts.workspaces.lookup(auth.workspaceId)
@@ -141,5 +141,18 @@ export function rateLimitApi(opts: {
       if (!again) throw invalidApiKey()
       res.locals.auth = again
     }
+  }
+}
+
+/** SCIM users are company-wide, and so is their rate limit. */
+export function rateLimitScim(limits: RateLimits, onLimited?: (bucket: string) => void) {
+  return async (_req: Request, res: Response, next: NextFunction) => {
+    try {
+      await limits.consume(res, ScimBucket, 'company')
+    } catch (e) {
+      if ((e as ApiError).status === 429) onLimited?.(ScimBucket.name)
+      throw e
+    }
+    next()
   }
 }

@@ -1,4 +1,3 @@
-import { Router } from 'express'
 import { z } from 'zod'
 import {
   createApiKey,
@@ -22,9 +21,8 @@ import { Permissions } from '../../../shared/domain/permissions.js'
 import { RateLimitedPaths, bucketFor, DefaultBuckets } from '../../../shared/domain/rate-limits.js'
 import { Filter } from '../../../shared/domain/segment-filter.js'
 import { conflict, notFound } from '../../../shared/errors.js'
-import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import { withAuth, type RouteFamily } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 const Name = z.string().trim().min(1).max(200)
@@ -57,92 +55,14 @@ export const RateLimitsBody = z
 // External ids are at most 512 characters wherever they are accepted (and an index row holds no more than 2704 bytes).
 export const BlockedIds = z.object({ external_ids: z.array(z.string().min(1).max(512)).max(100_000) }).strict()
 
-const admin = (op: Omit<ApiOperation, 'auth'>): ApiOperation => ({ ...op, auth: 'admin' })
+/** What the operator API uses: Postgres, the announcement of operator changes, segment sizes. */
+type AdminDeps = Pick<ApiDeps, 'pg' | 'operator' | 'clickhouseReads'>
 
-export const openapi: ApiOperation[] = [
-  admin({ method: 'post', path: '/admin/v1/workspaces', summary: 'Create a workspace', body: CreateWorkspace, responses: { 201: '`{id, name}`', 409: 'the name exists' } }),
-  admin({
-    method: 'post',
-    path: '/admin/v1/workspaces/:ws/api_keys',
-    summary: 'Create an API key (the key is shown once)',
-    body: CreateApiKey,
-    responses: { 201: '`{id, key, permissions}`', 404: 'unknown workspace' },
-  }),
-  admin({ method: 'delete', path: '/admin/v1/api_keys/:id', summary: 'Revoke an API key at once', responses: { 204: 'revoked', 404: 'unknown key' } }),
-  admin({
-    method: 'put',
-    path: '/admin/v1/api_keys/:id/permissions',
-    summary: "Replace an API key's permissions, in force at once",
-    body: ApiKeyPermissions,
-    responses: { 200: '`{id, permissions}`', 404: 'unknown or revoked key' },
-  }),
-  admin({ method: 'post', path: '/admin/v1/scim_tokens', summary: 'Create a SCIM token', body: CreateScimToken, responses: { 201: '`{id, token}`' } }),
-  admin({ method: 'delete', path: '/admin/v1/scim_tokens/:id', summary: 'Revoke a SCIM token at once', responses: { 204: 'revoked', 404: 'unknown token' } }),
-  admin({
-    method: 'post',
-    path: '/admin/v1/workspaces/:ws/subscription_groups',
-    summary: 'Create a subscription group',
-    body: CreateSubscriptionGroup,
-    responses: { 201: '`{subscription_group_id, name, channel}`', 404: 'unknown workspace', 409: 'the name exists' },
-  }),
-  admin({
-    method: 'post',
-    path: '/admin/v1/workspaces/:ws/segments',
-    summary: 'Create a segment from a filter (operator.md section 3)',
-    body: CreateSegment,
-    responses: { 201: '`{segment_id, name}`', 404: 'unknown workspace', 409: 'the name exists' },
-  }),
-  admin({
-    method: 'get',
-    path: '/admin/v1/workspaces/:ws/segments/:id',
-    summary: 'Read a segment and its current size',
-    responses: {
-      200: '`{segment_id, name, filter, size}`; size is the current member count',
-      404: 'unknown segment',
-      503: 'ClickHouse cannot answer now (the worker holding the embedded engine is down or busy past CLICKHOUSE_READ_TIMEOUT_MS); `Retry-After` says when to ask again',
-    },
-  }),
-  admin({
-    method: 'put',
-    path: '/admin/v1/workspaces/:ws/global_control_group',
-    summary: 'Set the global control group percentage',
-    body: GlobalControlGroup,
-    responses: { 200: '`{percent, random_bucket_below}`', 404: 'unknown workspace' },
-  }),
-  admin({
-    method: 'put',
-    path: '/admin/v1/workspaces/:ws/export_storage',
-    summary: "Send the workspace's exports to an S3 bucket",
-    body: ExportStorageBody,
-    responses: { 200: 'the storage settings, without the secret', 404: 'unknown workspace' },
-  }),
-  admin({
-    method: 'delete',
-    path: '/admin/v1/workspaces/:ws/export_storage',
-    summary: 'Back to download URLs for exports',
-    responses: { 204: 'removed', 404: 'unknown workspace' },
-  }),
-  admin({
-    method: 'put',
-    path: '/admin/v1/workspaces/:ws/rate_limits',
-    summary: 'Set the rate limits of a workspace',
-    body: RateLimitsBody,
-    responses: { 200: 'the settings and `in_force`, the limits now in force per bucket', 404: 'unknown workspace' },
-  }),
-  admin({
-    method: 'put',
-    path: '/admin/v1/workspaces/:ws/blocked_external_ids',
-    summary: 'Replace the blocked external ids of a workspace',
-    body: BlockedIds,
-    responses: { 200: '`{external_ids}`', 404: 'unknown workspace' },
-  }),
-  admin({
-    method: 'get',
-    path: '/admin/v1/workspaces/:ws/exports/:id',
-    summary: 'Status and files of an export',
-    responses: { 200: '`{id, kind, segment_id?, status, users_exported, files, started_at, finished_at?, error?}`', 404: 'unknown export' },
-  }),
-]
+async function workspaceOr404(db: AdminDeps['pg'], id: string) {
+  const ws = await getWorkspace(db, id)
+  if (!ws) throw notFound(`unknown workspace ${id}`)
+  return ws
+}
 
 /** The limits in force for a workspace, bucket by bucket. */
 function limitsInForce(settings: z.infer<typeof RateLimitsBody>) {
@@ -160,123 +80,204 @@ function limitsInForce(settings: z.infer<typeof RateLimitsBody>) {
  * for the next request to any process (shared/operator-changes.ts). SCIM tokens, segments and
  * subscription groups are read from Postgres where they are used: nothing to announce.
  */
-export function adminRoutes(deps: ApiDeps): Router {
-  const r = Router()
-  r.use('/admin/v1', requireAdminToken(deps.adminToken))
-  const db = deps.pg
-  const announce = () => deps.operator.announce()
-
-  const workspaceOr404 = async (id: string) => {
-    const ws = await getWorkspace(db, id)
-    if (!ws) throw notFound(`unknown workspace ${id}`)
-    return ws
-  }
-
-  r.post('/admin/v1/workspaces', async (req, res) => {
-    const body = parseOr400(CreateWorkspace, req.body)
-    const ws = await createWorkspace(db, body.name)
-    if (!ws) throw conflict(`a workspace named ${body.name} already exists`)
-    res.status(201).json({ id: ws.id, name: ws.name })
-  })
-
-  r.post('/admin/v1/workspaces/:ws/api_keys', async (req, res) => {
-    const body = parseOr400(CreateApiKey, req.body)
-    await workspaceOr404(req.params.ws)
-    const key = await createApiKey(db, { workspaceId: req.params.ws, name: body.name, permissions: [...new Set(body.permissions)] })
-    // A process may hold a miss for this key's hash (someone tried it before it existed).
-    await announce()
-    res.status(201).json(key)
-  })
-
-  r.delete('/admin/v1/api_keys/:id', async (req, res) => {
-    if (!(await revokeApiKey(db, req.params.id))) throw notFound(`unknown API key ${req.params.id}`)
-    await announce()
-    res.status(204).end()
-  })
-
-  r.put('/admin/v1/api_keys/:id/permissions', async (req, res) => {
-    const body = parseOr400(ApiKeyPermissions, req.body)
-    const permissions = [...new Set(body.permissions)]
-    if (!(await setApiKeyPermissions(db, req.params.id, permissions))) throw notFound(`unknown or revoked API key ${req.params.id}`)
-    await announce()
-    res.json({ id: req.params.id, permissions })
-  })
-
-  r.post('/admin/v1/scim_tokens', async (req, res) => {
-    const body = parseOr400(CreateScimToken, req.body)
-    res.status(201).json(await createScimToken(db, body.request_origin))
-  })
-
-  r.delete('/admin/v1/scim_tokens/:id', async (req, res) => {
-    if (!(await revokeScimToken(db, req.params.id))) throw notFound(`unknown SCIM token ${req.params.id}`)
-    res.status(204).end()
-  })
-
-  r.post('/admin/v1/workspaces/:ws/subscription_groups', async (req, res) => {
-    const body = parseOr400(CreateSubscriptionGroup, req.body)
-    await workspaceOr404(req.params.ws)
-    const g = await createSubscriptionGroup(db, { workspaceId: req.params.ws, ...body })
-    if (!g) throw conflict(`a subscription group named ${body.name} already exists`)
-    res.status(201).json({ subscription_group_id: g.id, name: g.name, channel: g.channel })
-  })
-
-  r.post('/admin/v1/workspaces/:ws/segments', async (req, res) => {
-    const body = parseOr400(CreateSegment, req.body)
-    await workspaceOr404(req.params.ws)
-    const s = await createSegment(db, { workspaceId: req.params.ws, ...body })
-    if (!s) throw conflict(`a segment named ${body.name} already exists`)
-    res.status(201).json({ segment_id: s.id, name: s.name })
-  })
-
-  r.get('/admin/v1/workspaces/:ws/segments/:id', async (req, res) => {
-    const s = await getSegment(db, req.params.ws, req.params.id)
-    if (!s) throw notFound(`unknown segment ${req.params.id}`)
-    const size = await deps.clickhouseReads.segmentSize(s.workspace_id, s.filter as Filter)
-    res.json({ segment_id: s.id, name: s.name, filter: s.filter, size })
-  })
-
-  r.put('/admin/v1/workspaces/:ws/global_control_group', async (req, res) => {
-    const body = parseOr400(GlobalControlGroup, req.body)
-    if (!(await setGlobalControlPercent(db, req.params.ws, body.percent))) throw notFound(`unknown workspace ${req.params.ws}`)
-    await announce()
-    res.json({ percent: body.percent, random_bucket_below: Math.round(body.percent * 100) })
-  })
-
-  r.put('/admin/v1/workspaces/:ws/export_storage', async (req, res) => {
-    const body = parseOr400(ExportStorageBody, req.body)
-    if (!(await setExportStorage(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
-    await announce()
-    const { secret_access_key: _secret, ...shown } = body
-    res.json(shown)
-  })
-
-  r.delete('/admin/v1/workspaces/:ws/export_storage', async (req, res) => {
-    if (!(await setExportStorage(db, req.params.ws, null))) throw notFound(`unknown workspace ${req.params.ws}`)
-    await announce()
-    res.status(204).end()
-  })
-
-  r.put('/admin/v1/workspaces/:ws/rate_limits', async (req, res) => {
-    const body = parseOr400(RateLimitsBody, req.body)
-    if (!(await setRateLimits(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
-    await announce()
-    res.json({ ...body, in_force: limitsInForce(body) })
-  })
-
-  r.put('/admin/v1/workspaces/:ws/blocked_external_ids', async (req, res) => {
-    const body = parseOr400(BlockedIds, req.body)
-    await workspaceOr404(req.params.ws)
-    const ids = [...new Set(body.external_ids)]
-    await replaceBlockedExternalIds(db, req.params.ws, ids)
-    await announce()
-    res.json({ external_ids: ids })
-  })
-
-  r.get('/admin/v1/workspaces/:ws/exports/:id', async (req, res) => {
-    const e = await getExport(db, req.params.ws, req.params.id)
-    if (!e) throw notFound(`unknown export ${req.params.id}`)
-    res.json(e)
-  })
-
-  return r
+export const adminRoutes: RouteFamily<AdminDeps> = {
+  routes: withAuth<AdminDeps>('admin', [
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces',
+      summary: 'Create a workspace',
+      body: CreateWorkspace,
+      responses: { 201: '`{id, name}`', 409: 'the name exists' },
+      handle: async (req, res, { pg: db }) => {
+        const body = parseOr400(CreateWorkspace, req.body)
+        const ws = await createWorkspace(db, body.name)
+        if (!ws) throw conflict(`a workspace named ${body.name} already exists`)
+        res.status(201).json({ id: ws.id, name: ws.name })
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces/:ws/api_keys',
+      summary: 'Create an API key (the key is shown once)',
+      body: CreateApiKey,
+      responses: { 201: '`{id, key, permissions}`', 404: 'unknown workspace' },
+      handle: async (req, res, { pg: db, operator }) => {
+        const body = parseOr400(CreateApiKey, req.body)
+        await workspaceOr404(db, req.params.ws)
+        const key = await createApiKey(db, { workspaceId: req.params.ws, name: body.name, permissions: [...new Set(body.permissions)] })
+        // A process may hold a miss for this key's hash (someone tried it before it existed).
+        await operator.announce()
+        res.status(201).json(key)
+      },
+    },
+    {
+      method: 'delete',
+      path: '/admin/v1/api_keys/:id',
+      summary: 'Revoke an API key at once',
+      responses: { 204: 'revoked', 404: 'unknown key' },
+      handle: async (req, res, { pg: db, operator }) => {
+        if (!(await revokeApiKey(db, req.params.id))) throw notFound(`unknown API key ${req.params.id}`)
+        await operator.announce()
+        res.status(204).end()
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/v1/api_keys/:id/permissions',
+      summary: "Replace an API key's permissions, in force at once",
+      body: ApiKeyPermissions,
+      responses: { 200: '`{id, permissions}`', 404: 'unknown or revoked key' },
+      handle: async (req, res, { pg: db, operator }) => {
+        const body = parseOr400(ApiKeyPermissions, req.body)
+        const permissions = [...new Set(body.permissions)]
+        if (!(await setApiKeyPermissions(db, req.params.id, permissions))) throw notFound(`unknown or revoked API key ${req.params.id}`)
+        await operator.announce()
+        res.json({ id: req.params.id, permissions })
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/v1/scim_tokens',
+      summary: 'Create a SCIM token',
+      body: CreateScimToken,
+      responses: { 201: '`{id, token}`' },
+      handle: async (req, res, { pg: db }) => {
+        const body = parseOr400(CreateScimToken, req.body)
+        res.status(201).json(await createScimToken(db, body.request_origin))
+      },
+    },
+    {
+      method: 'delete',
+      path: '/admin/v1/scim_tokens/:id',
+      summary: 'Revoke a SCIM token at once',
+      responses: { 204: 'revoked', 404: 'unknown token' },
+      handle: async (req, res, { pg: db }) => {
+        if (!(await revokeScimToken(db, req.params.id))) throw notFound(`unknown SCIM token ${req.params.id}`)
+        res.status(204).end()
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces/:ws/subscription_groups',
+      summary: 'Create a subscription group',
+      body: CreateSubscriptionGroup,
+      responses: { 201: '`{subscription_group_id, name, channel}`', 404: 'unknown workspace', 409: 'the name exists' },
+      handle: async (req, res, { pg: db }) => {
+        const body = parseOr400(CreateSubscriptionGroup, req.body)
+        await workspaceOr404(db, req.params.ws)
+        const g = await createSubscriptionGroup(db, { workspaceId: req.params.ws, ...body })
+        if (!g) throw conflict(`a subscription group named ${body.name} already exists`)
+        res.status(201).json({ subscription_group_id: g.id, name: g.name, channel: g.channel })
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces/:ws/segments',
+      summary: 'Create a segment from a filter (operator.md section 3)',
+      body: CreateSegment,
+      responses: { 201: '`{segment_id, name}`', 404: 'unknown workspace', 409: 'the name exists' },
+      handle: async (req, res, { pg: db }) => {
+        const body = parseOr400(CreateSegment, req.body)
+        await workspaceOr404(db, req.params.ws)
+        const s = await createSegment(db, { workspaceId: req.params.ws, ...body })
+        if (!s) throw conflict(`a segment named ${body.name} already exists`)
+        res.status(201).json({ segment_id: s.id, name: s.name })
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/v1/workspaces/:ws/segments/:id',
+      summary: 'Read a segment and its current size',
+      responses: {
+        200: '`{segment_id, name, filter, size}`; size is the current member count',
+        404: 'unknown segment',
+        503: 'ClickHouse cannot answer now (the worker holding the embedded engine is down or busy past CLICKHOUSE_READ_TIMEOUT_MS); `Retry-After` says when to ask again',
+      },
+      handle: async (req, res, { pg: db, clickhouseReads }) => {
+        const s = await getSegment(db, req.params.ws, req.params.id)
+        if (!s) throw notFound(`unknown segment ${req.params.id}`)
+        const size = await clickhouseReads.segmentSize(s.workspace_id, s.filter as Filter)
+        res.json({ segment_id: s.id, name: s.name, filter: s.filter, size })
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/v1/workspaces/:ws/global_control_group',
+      summary: 'Set the global control group percentage',
+      body: GlobalControlGroup,
+      responses: { 200: '`{percent, random_bucket_below}`', 404: 'unknown workspace' },
+      handle: async (req, res, { pg: db, operator }) => {
+        const body = parseOr400(GlobalControlGroup, req.body)
+        if (!(await setGlobalControlPercent(db, req.params.ws, body.percent))) throw notFound(`unknown workspace ${req.params.ws}`)
+        await operator.announce()
+        res.json({ percent: body.percent, random_bucket_below: Math.round(body.percent * 100) })
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/v1/workspaces/:ws/export_storage',
+      summary: "Send the workspace's exports to an S3 bucket",
+      body: ExportStorageBody,
+      responses: { 200: 'the storage settings, without the secret', 404: 'unknown workspace' },
+      handle: async (req, res, { pg: db, operator }) => {
+        const body = parseOr400(ExportStorageBody, req.body)
+        if (!(await setExportStorage(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
+        await operator.announce()
+        const { secret_access_key: _secret, ...shown } = body
+        res.json(shown)
+      },
+    },
+    {
+      method: 'delete',
+      path: '/admin/v1/workspaces/:ws/export_storage',
+      summary: 'Back to download URLs for exports',
+      responses: { 204: 'removed', 404: 'unknown workspace' },
+      handle: async (req, res, { pg: db, operator }) => {
+        if (!(await setExportStorage(db, req.params.ws, null))) throw notFound(`unknown workspace ${req.params.ws}`)
+        await operator.announce()
+        res.status(204).end()
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/v1/workspaces/:ws/rate_limits',
+      summary: 'Set the rate limits of a workspace',
+      body: RateLimitsBody,
+      responses: { 200: 'the settings and `in_force`, the limits now in force per bucket', 404: 'unknown workspace' },
+      handle: async (req, res, { pg: db, operator }) => {
+        const body = parseOr400(RateLimitsBody, req.body)
+        if (!(await setRateLimits(db, req.params.ws, body))) throw notFound(`unknown workspace ${req.params.ws}`)
+        await operator.announce()
+        res.json({ ...body, in_force: limitsInForce(body) })
+      },
+    },
+    {
+      method: 'put',
+      path: '/admin/v1/workspaces/:ws/blocked_external_ids',
+      summary: 'Replace the blocked external ids of a workspace',
+      body: BlockedIds,
+      responses: { 200: '`{external_ids}`', 404: 'unknown workspace' },
+      handle: async (req, res, { pg: db, operator }) => {
+        const body = parseOr400(BlockedIds, req.body)
+        await workspaceOr404(db, req.params.ws)
+        const ids = [...new Set(body.external_ids)]
+        await replaceBlockedExternalIds(db, req.params.ws, ids)
+        await operator.announce()
+        res.json({ external_ids: ids })
+      },
+    },
+    {
+      method: 'get',
+      path: '/admin/v1/workspaces/:ws/exports/:id',
+      summary: 'Status and files of an export',
+      responses: { 200: '`{id, kind, segment_id?, status, users_exported, files, started_at, finished_at?, error?}`', 404: 'unknown export' },
+      handle: async (req, res, { pg: db }) => {
+        const e = await getExport(db, req.params.ws, req.params.id)
+        if (!e) throw notFound(`unknown export ${req.params.id}`)
+        res.json(e)
+      },
+    },
+  ]),
+  // Any other /admin/v1 path asks for the admin token too, before answering that it does not exist.
+  rest: { path: '/admin/v1', auth: 'admin' },
 }

@@ -1,12 +1,7 @@
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import express, { Router } from 'express'
-import type { ApiOperation } from '../api-operation.js'
-
-export const openapi: ApiOperation[] = [
-  { method: 'get', path: '/openapi.json', summary: 'This OpenAPI 3.1 document', auth: 'none', responses: { 200: 'the document' } },
-  { method: 'get', path: '/docs', summary: 'Browsable API documentation (HTML)', auth: 'none', responses: { 200: 'an HTML page' } },
-]
+import express from 'express'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 
 /** Swagger UI's files ship in the npm package, so the page works on a machine without internet. */
 function swaggerUiDir(): string {
@@ -39,20 +34,35 @@ const DOCS_PAGE = `<!doctype html>
 </html>
 `
 
-/**
- * GET /openapi.json and the /docs page. Both are public: they describe the interface, not data.
- * The document is built on first request, from the operations the route families declare.
- */
-export function docsRoutes(document: () => object): Router {
-  const r = Router()
-  let built: object | undefined
-  r.get('/openapi.json', (_req, res) => {
-    built ??= document()
-    res.json(built)
-  })
-  r.get('/docs', (_req, res) => {
+/** The document of every route family, built on first request (app.ts). */
+export interface DocsDeps {
+  openApiDocument: () => object
+}
+
+const openApiJson: ApiRoute<DocsDeps> = {
+  method: 'get',
+  path: '/openapi.json',
+  summary: 'This OpenAPI 3.1 document',
+  auth: 'none',
+  responses: { 200: 'the document' },
+  handle: (_req, res, deps) => {
+    res.json(deps.openApiDocument())
+  },
+}
+
+const docsPage: ApiRoute<DocsDeps> = {
+  method: 'get',
+  path: '/docs',
+  summary: 'Browsable API documentation (HTML)',
+  auth: 'none',
+  responses: { 200: 'an HTML page' },
+  handle: (_req, res) => {
     res.type('html').send(DOCS_PAGE)
-  })
-  r.use('/docs/assets', express.static(swaggerUiDir(), { index: false }))
-  return r
+  },
+}
+
+/** GET /openapi.json and the /docs page with its assets. All public: they describe the interface, not data. */
+export const docsRoutes: RouteFamily<DocsDeps> = {
+  routes: [openApiJson, docsPage],
+  rest: { path: '/docs/assets', auth: 'none', handler: () => express.static(swaggerUiDir(), { index: false }) },
 }

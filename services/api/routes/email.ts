@@ -1,4 +1,4 @@
-import { Router, type Response } from 'express'
+import type { Response } from 'express'
 import { z } from 'zod'
 import { removeFromEmailList, type EmailList } from '../../../shared/db/repositories/email-list-repository.js'
 import { EmailAddress } from '../../../shared/domain/email.js'
@@ -6,8 +6,9 @@ import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain
 import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
-import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { Config } from '../../../shared/config.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400, upTo50 } from '../validation.js'
 
 // One address or up to 50, as /email/spam/remove takes them (interface.md 4.11); each is applied as if sent alone.
@@ -17,28 +18,11 @@ const EmailStatusBody = z
 
 const RemoveBody = z.object({ email: upTo50(EmailAddress, 'email addresses') }).strict()
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/email/status',
-    summary: 'Set the global email subscription state of one address or up to 50, tied to a user or not',
-    auth: 'api_key',
-    permission: 'email.status',
-    write: true,
-    body: EmailStatusBody,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  ...(['spam', 'bounce'] as const).map((list) => ({
-    method: 'post' as const,
-    path: `/email/${list}/remove`,
-    summary: `Remove addresses from the ${list} list`,
-    auth: 'api_key' as const,
-    permission: `email.${list}.remove` as const,
-    write: true,
-    body: RemoveBody,
-    responses: { 201: '`{message: "success"}`' },
-  })),
-]
+/**
+ * Postgres for the lists, the queues and the partition count for state changes; `emailProvider`
+ * is the email provider's list hook: without one, only the service's own lists change.
+ */
+export type EmailDeps = Pick<ApiDeps, 'pg' | 'producer'> & { config: Pick<Config, 'TRACK_PARTITIONS'>; emailProvider?: EmailProviderLists }
 
 const removeFromProvider: Record<EmailList, (p: EmailProviderLists, emails: string[]) => Promise<void>> = {
   spam: (p, emails) => p.removeFromSpamList(emails),
@@ -51,12 +35,12 @@ const removeFromProvider: Record<EmailList, (p: EmailProviderLists, emails: stri
  * synchronous; its request id is recorded as done so that GET /requests/{id} answers like for
  * every other write.
  */
-async function removeFromLists(deps: ApiDeps, provider: EmailProviderLists, res: Response, list: EmailList, emails: string[]) {
+async function removeFromLists(deps: EmailDeps, res: Response, list: EmailList, emails: string[]) {
   const workspaceId = res.locals.auth!.workspaceId
   const unique = [...new Set(emails)]
   const removed = await removeFromEmailList(deps.pg, workspaceId, list, unique)
   try {
-    await removeFromProvider[list](provider, unique)
+    await removeFromProvider[list](deps.emailProvider ?? noEmailProvider, unique)
   } catch (e) {
     throw new ApiError(502, 'email_provider_failed', `removed from the service's ${list} list, but the email provider's ${list} list could not be updated: ${(e as Error).message}`, { removed })
   }
@@ -64,31 +48,39 @@ async function removeFromLists(deps: ApiDeps, provider: EmailProviderLists, res:
   res.status(201).json({ message: 'success', removed })
 }
 
-/**
- * interface.md 4.10 to 4.12. `provider` is the email provider's list hook; without one, only the
- * service's own lists change.
- */
-export function emailRoutes(deps: ApiDeps, guard: Guard, provider: EmailProviderLists = noEmailProvider): Router {
-  const r = Router()
-
-  r.post('/email/status', ...guard('email.status', { write: true }), async (req, res) => {
+const emailStatus: ApiRoute<EmailDeps> = {
+  method: 'post',
+  path: '/email/status',
+  summary: 'Set the global email subscription state of one address or up to 50, tied to a user or not',
+  auth: 'api_key',
+  permission: 'email.status',
+  write: true,
+  body: EmailStatusBody,
+  responses: { 201: '`{message: "success"}`' },
+  handle: async (req, res, deps) => {
     const body = parseOr400(EmailStatusBody, req.body)
     const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
     const emailStateChanges = body.email.map((email) => ({ email, subscription_state: body.subscription_state }))
     const jobs = trackChangeJobs(request, { emailStateChanges }, deps.config.TRACK_PARTITIONS)
     await submitRequest(deps.producer, { ...request, jobs })
     res.status(201).json({ message: 'success' })
-  })
-
-  r.post('/email/spam/remove', ...guard('email.spam.remove', { write: true }), async (req, res) => {
-    const body = parseOr400(RemoveBody, req.body)
-    await removeFromLists(deps, provider, res, 'spam', body.email)
-  })
-
-  r.post('/email/bounce/remove', ...guard('email.bounce.remove', { write: true }), async (req, res) => {
-    const body = parseOr400(RemoveBody, req.body)
-    await removeFromLists(deps, provider, res, 'bounce', body.email)
-  })
-
-  return r
+  },
 }
+
+const removeRoute = (list: EmailList): ApiRoute<EmailDeps> => ({
+  method: 'post',
+  path: `/email/${list}/remove`,
+  summary: `Remove addresses from the ${list} list`,
+  auth: 'api_key',
+  permission: `email.${list}.remove`,
+  write: true,
+  body: RemoveBody,
+  responses: { 201: '`{message: "success"}`' },
+  handle: async (req, res, deps) => {
+    const body = parseOr400(RemoveBody, req.body)
+    await removeFromLists(deps, res, list, body.email)
+  },
+})
+
+/** interface.md 4.10 to 4.12. */
+export const emailRoutes: RouteFamily<EmailDeps> = { routes: [emailStatus, removeRoute('spam'), removeRoute('bounce')] }

@@ -5,27 +5,20 @@ import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGunzip } from 'node:zlib'
 import { ZipArchive } from 'archiver'
-import { Router, type Response } from 'express'
+import type { Response } from 'express'
 import { z } from 'zod'
 import { getExportDownload, type ExportFile } from '../../../shared/db/repositories/export-repository.js'
 import { ApiError, notFound, UnavailableError } from '../../../shared/errors.js'
 import { downloadKey, signatureValid } from '../../../shared/storage/download-link.js'
 import { jsonEntryName, localExportDir } from '../../../shared/storage/export-layout.js'
+import type { Config } from '../../../shared/config.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 
 const DownloadQuery = z.object({ signature: z.string().describe('the signature the export handed out with the link') })
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'get',
-    path: '/exports/:id/download',
-    summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
-    auth: 'none',
-    query: DownloadQuery,
-    responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired', 503: "the export's files are not in this API process's DATA_DIR (its export worker runs elsewhere)" },
-  },
-]
+/** Postgres for the export row, where its files are and how long the link lives, the link's key. */
+type DownloadDeps = Pick<ApiDeps, 'pg' | 'adminToken'> & { config: Pick<Config, 'DATA_DIR' | 'EXPORT_URL_TTL_SECONDS'> }
 
 /**
  * GET /exports/{id}/download?signature=...: the download link of an export made without storage
@@ -33,15 +26,18 @@ export const openapi: ApiOperation[] = [
  * from the moment the export is done until EXPORT_URL_TTL_SECONDS later (410 after that) and
  * answers one ZIP holding every file of the export as newline-delimited JSON.
  */
-export function exportDownloadRoutes(deps: ApiDeps): Router {
-  const r = Router()
-  const linkKey = downloadKey(deps.adminToken)
-
-  r.get('/exports/:id/download', async (req, res) => {
+const download: ApiRoute<DownloadDeps> = {
+  method: 'get',
+  path: '/exports/:id/download',
+  summary: 'Download a finished export as one ZIP (signed link handed out by the export)',
+  auth: 'none',
+  query: DownloadQuery,
+  responses: { 200: 'ZIP of newline-delimited JSON files', 403: 'bad or missing signature', 404: 'unknown export', 409: 'export not finished or failed', 410: 'link expired', 503: "the export's files are not in this API process's DATA_DIR (its export worker runs elsewhere)" },
+  handle: async (req, res, deps) => {
     const id = req.params.id
     // A missing signature is a 403 like a wrong one: the link, not the caller, is at fault.
     const signature = DownloadQuery.safeParse(req.query).data?.signature ?? ''
-    if (!signatureValid(linkKey, id, signature)) throw new ApiError(403, 'forbidden', 'this download link is not valid (bad or missing signature)')
+    if (!signatureValid(downloadKey(deps.adminToken), id, signature)) throw new ApiError(403, 'forbidden', 'this download link is not valid (bad or missing signature)')
     const found = await getExportDownload(deps.pg, id)
     if (!found) throw notFound(`unknown export ${id}`)
     if (found.status === 'failed') throw new ApiError(409, 'export_failed', `the export failed: ${found.error ?? 'unknown reason'}`)
@@ -60,10 +56,10 @@ export function exportDownloadRoutes(deps: ApiDeps): Router {
       )
     }
     await sendZip(res, dir, found.files, path.basename(found.object_prefix))
-  })
-
-  return r
+  },
 }
+
+export const exportDownloadRoutes: RouteFamily<DownloadDeps> = { routes: [download] }
 
 async function firstMissing(dir: string, files: ExportFile[]): Promise<string | undefined> {
   for (const file of files) {

@@ -1,26 +1,28 @@
-import { Router } from 'express'
 import { pendingMigrations } from '../../../shared/db/migrate.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 
-export const openapi: ApiOperation[] = [
-  { method: 'get', path: '/healthz', summary: 'Liveness of the process', auth: 'none', responses: { 200: '`{status: "ok"}`' } },
-  {
-    method: 'get',
-    path: '/readyz',
-    summary: 'Readiness: Postgres (with migrations current), Redis and ClickHouse reachable from this process (the embedded engine through the worker holding it)',
-    auth: 'none',
-    responses: { 200: '`{status: "ready", checks}`: each check `ok`, ClickHouse\'s saying how it is reached', 503: '`{status: "not ready", checks}` naming what is not ready' },
-  },
-]
+/** Readiness asks each store this process talks to. */
+type HealthDeps = Pick<ApiDeps, 'pg' | 'redis' | 'clickhouseReads'>
 
-/** Liveness of the process, and readiness of everything it depends on. */
-export function healthRoutes(deps: ApiDeps): Router {
-  const r = Router()
-  r.get('/healthz', (_req, res) => {
+const liveness: ApiRoute<HealthDeps> = {
+  method: 'get',
+  path: '/healthz',
+  summary: 'Liveness of the process',
+  auth: 'none',
+  responses: { 200: '`{status: "ok"}`' },
+  handle: (_req, res) => {
     res.json({ status: 'ok' })
-  })
-  r.get('/readyz', async (_req, res) => {
+  },
+}
+
+const readiness: ApiRoute<HealthDeps> = {
+  method: 'get',
+  path: '/readyz',
+  summary: 'Readiness: Postgres (with migrations current), Redis and ClickHouse reachable from this process (the embedded engine through the worker holding it)',
+  auth: 'none',
+  responses: { 200: '`{status: "ready", checks}`: each check `ok`, ClickHouse\'s saying how it is reached', 503: '`{status: "not ready", checks}` naming what is not ready' },
+  handle: async (_req, res, deps) => {
     const checks: Record<string, string> = {}
     await Promise.all([
       deps.pg
@@ -39,6 +41,8 @@ export function healthRoutes(deps: ApiDeps): Router {
     ])
     const ready = Object.values(checks).every((v) => v.startsWith('ok'))
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not ready', checks })
-  })
-  return r
+  },
 }
+
+/** Liveness of the process, and readiness of everything it depends on. */
+export const healthRoutes: RouteFamily<HealthDeps> = { routes: [liveness, readiness] }

@@ -1,39 +1,30 @@
 import { once } from 'node:events'
 import type { Server } from 'node:http'
-import express, { Router, type RequestHandler } from 'express'
+import express, { type Response } from 'express'
 import type { Metrics } from '../../../shared/metrics.js'
 import type { QueueRegistry } from '../../../shared/queue/queues.js'
-import { requireAdminToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'get',
-    path: '/metrics',
-    summary: 'Prometheus metrics of this process (HTTP, jobs, queue depths, exports, rate limits)',
-    auth: 'admin',
-    responses: { 200: 'Prometheus text exposition format' },
-  },
-]
-
-function serveMetrics(metrics: Metrics): RequestHandler {
-  return async (_req, res) => {
-    const body = await metrics.registry.metrics()
-    res.type(metrics.registry.contentType).send(body)
-  }
+async function sendMetrics(metrics: Metrics, res: Response): Promise<void> {
+  const body = await metrics.registry.metrics()
+  res.type(metrics.registry.contentType).send(body)
 }
 
 /**
  * GET /metrics on the API port takes the admin token: the API port is the one exposed to
  * callers. Unauthenticated scrapes go to the METRICS_PORT listener, meant for an internal network.
  */
-export function metricsRoutes(deps: Pick<ApiDeps, 'metrics' | 'queues' | 'adminToken'>): Router {
-  deps.metrics.watchQueues(deps.queues)
-  const r = Router()
-  r.get('/metrics', requireAdminToken(deps.adminToken), serveMetrics(deps.metrics))
-  return r
+const metricsRoute: ApiRoute<Pick<ApiDeps, 'metrics'>> = {
+  method: 'get',
+  path: '/metrics',
+  summary: 'Prometheus metrics of this process (HTTP, jobs, queue depths, exports, rate limits)',
+  auth: 'admin',
+  responses: { 200: 'Prometheus text exposition format' },
+  handle: (_req, res, deps) => sendMetrics(deps.metrics, res),
 }
+
+export const metricsRoutes: RouteFamily<Pick<ApiDeps, 'metrics'>> = { routes: [metricsRoute] }
 
 interface MetricsListenerOptions {
   metrics: Metrics
@@ -50,7 +41,7 @@ export async function startMetricsListener(opts: MetricsListenerOptions): Promis
   opts.metrics.watchQueues(opts.queues)
   const app = express()
   app.disable('x-powered-by')
-  app.get('/metrics', serveMetrics(opts.metrics))
+  app.get('/metrics', (_req, res) => sendMetrics(opts.metrics, res))
   const server = app.listen(opts.port, opts.host)
   await Promise.race([once(server, 'listening'), once(server, 'error').then(([e]) => Promise.reject(e))])
   return server

@@ -3,7 +3,7 @@ import { createBullBoard } from '@bull-board/api'
 import type { Queue } from 'bullmq'
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter'
 import { ExpressAdapter } from '@bull-board/express'
-import { Router, type NextFunction, type Request, type Response } from 'express'
+import type { NextFunction, Request, Response } from 'express'
 import { ApiError } from '../../../shared/errors.js'
 import type { Config } from '../../../shared/config.js'
 import { queueFamily } from '../../../shared/metrics.js'
@@ -13,7 +13,7 @@ import type { RequestTracker } from '../../../shared/queue/request-tracker.js'
 import { secretsEqual } from '../../../shared/secrets.js'
 import { bearerToken } from '../middleware/auth.js'
 import type { ApiDeps } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 
 const DASHBOARD_PATH = '/admin/queues'
 export const SESSION_COOKIE = 'uds_queue_dashboard'
@@ -77,18 +77,6 @@ function dashboardAuth(adminToken: string, secureCookie: boolean) {
 }
 
 const BACKLOG_PATH = '/backlog'
-
-export const openapi: ApiOperation[] = [
-  {
-    method: 'get',
-    path: `${DASHBOARD_PATH}${BACKLOG_PATH}`,
-    summary: 'Track backlog (objects accepted, not yet applied: in all, bounds, per workspace) and lag per track partition; linked from the queue dashboard',
-    auth: 'admin',
-    responses: {
-      200: '`{track_backlog: {objects, limit, per_workspace_limit, workspaces: [{workspace_id, objects}]}, lag_seconds: {"track-0": s, ...}}`',
-    },
-  },
-]
 
 /**
  * A track partition on the board: its description shows the partition's lag and the track
@@ -154,11 +142,21 @@ async function backlogReport(deps: DashboardDeps) {
 
 type DashboardDeps = Pick<ApiDeps, 'queues' | 'tracker' | 'adminToken'> & { config: Pick<Config, 'PUBLIC_URL' | 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE'> }
 
-/**
- * Bull Board at /admin/queues: every queue and track partition, with its retry and clean actions;
- * a header link opens the track backlog and lag as JSON.
- */
-export function queueDashboardRoutes(deps: DashboardDeps): Router {
+const backlogPage: ApiRoute<DashboardDeps> = {
+  method: 'get',
+  path: `${DASHBOARD_PATH}${BACKLOG_PATH}`,
+  summary: 'Track backlog (objects accepted, not yet applied: in all, bounds, per workspace) and lag per track partition; linked from the queue dashboard',
+  auth: 'admin',
+  responses: {
+    200: '`{track_backlog: {objects, limit, per_workspace_limit, workspaces: [{workspace_id, objects}]}, lag_seconds: {"track-0": s, ...}}`',
+  },
+  handle: async (_req, res, deps) => {
+    res.json(await backlogReport(deps))
+  },
+}
+
+/** Bull Board: every queue and track partition, with its retry and clean actions; a header link opens the backlog page. */
+function board(deps: DashboardDeps) {
   const serverAdapter = new ExpressAdapter()
   serverAdapter.setBasePath(DASHBOARD_PATH)
   createBullBoard({
@@ -166,11 +164,15 @@ export function queueDashboardRoutes(deps: DashboardDeps): Router {
     serverAdapter,
     options: { uiConfig: { boardTitle: 'userdata queues', miscLinks: [{ text: 'Track backlog and lag (JSON)', url: `${DASHBOARD_PATH}${BACKLOG_PATH}` }] } },
   })
-  const r = Router()
-  const auth = dashboardAuth(deps.adminToken, deps.config.PUBLIC_URL.startsWith('https:'))
-  r.get(`${DASHBOARD_PATH}${BACKLOG_PATH}`, auth, async (_req, res) => {
-    res.json(await backlogReport(deps))
-  })
-  r.use(DASHBOARD_PATH, auth, serverAdapter.getRouter())
-  return r
+  return serverAdapter.getRouter()
+}
+
+/**
+ * The queue dashboard at /admin/queues and its backlog page, behind the admin token or the
+ * session cookie it hands a browser.
+ */
+export const queueDashboardRoutes: RouteFamily<DashboardDeps> = {
+  routes: [backlogPage],
+  ownAuth: (deps) => dashboardAuth(deps.adminToken, deps.config.PUBLIC_URL.startsWith('https:')),
+  rest: { path: DASHBOARD_PATH, auth: 'admin', handler: board },
 }

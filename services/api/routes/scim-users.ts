@@ -1,6 +1,5 @@
-import { Router, type NextFunction, type Request, type Response } from 'express'
+import type { Request, Response } from 'express'
 import { z } from 'zod'
-import { findScimTokenByHash } from '../../../shared/db/repositories/credential-repository.js'
 import {
   createDashboardUser,
   deleteDashboardUser,
@@ -12,8 +11,7 @@ import {
   teamKey,
 } from '../../../shared/db/repositories/dashboard-user-repository.js'
 import { getWorkspaceByName } from '../../../shared/db/repositories/workspace-repository.js'
-import { withTransaction, type Pool, type Queryable } from '../../../shared/db/pool.js'
-import { ScimBucket } from '../../../shared/domain/rate-limits.js'
+import { withTransaction, type Queryable } from '../../../shared/db/pool.js'
 import {
   CompanyPermissions,
   Departments,
@@ -37,14 +35,9 @@ import {
 } from '../../../shared/domain/scim.js'
 import { applyPatch, patchOperations } from '../../../shared/domain/scim-patch.js'
 import { MaxResults } from '../../../shared/domain/scim-schema.js'
-import type { ApiError } from '../../../shared/errors.js'
-import type { Metrics } from '../../../shared/metrics.js'
-import { hashSecret, hashesEqual } from '../../../shared/secrets.js'
 import type { ApiDeps } from '../deps.js'
-import { bearerToken } from '../middleware/auth.js'
-import type { RateLimits } from '../middleware/rate-limit.js'
-import type { ApiOperation } from '../api-operation.js'
-import { scimDiscoveryRoutes } from './scim-discovery.js'
+import { withAuth, type ApiRequest, type RouteFamily } from '../api-operation.js'
+import { scimDiscoveryRoutes, type DiscoveryDeps } from './scim-discovery.js'
 
 const DEFAULT_PAGE_SIZE = 100
 
@@ -181,21 +174,6 @@ const PatchBody = z
   })
   .describe('RFC 7644 section 3.5.2 PatchOp')
 
-const scim = (op: Omit<ApiOperation, 'auth'>): ApiOperation => ({ ...op, auth: 'scim' })
-const scimUser = 'the SCIM user'
-const unknownUser = 'unknown user'
-
-const ifMatch = { 412: 'If-Match names another version; nothing changed' }
-export const openapi: ApiOperation[] = [
-  scim({ method: 'post', path: '/scim/v2/Users', summary: 'Create a dashboard user (SCIM)', body: CreateUserBody, responses: { 201: scimUser, 409: 'a user with that userName exists' } }),
-  scim({ method: 'get', path: '/scim/v2/Users', summary: 'Search dashboard users by filter (SCIM)', query: ListQuery, responses: { 200: 'a SCIM ListResponse' } }),
-  scim({ method: 'post', path: '/scim/v2/Users/.search', summary: 'Search dashboard users with a SearchRequest body (SCIM)', body: SearchRequest, responses: { 200: 'a SCIM ListResponse' } }),
-  scim({ method: 'get', path: '/scim/v2/Users/:id', summary: 'Read a dashboard user (SCIM); If-None-Match answers 304 when unchanged', responses: { 200: scimUser, 304: 'unchanged since the version named', 404: unknownUser } }),
-  scim({ method: 'put', path: '/scim/v2/Users/:id', summary: 'Replace a dashboard user (SCIM)', body: ReplaceUserBody, responses: { 200: scimUser, 404: unknownUser, ...ifMatch } }),
-  scim({ method: 'patch', path: '/scim/v2/Users/:id', summary: 'Modify a dashboard user with PATCH operations, all or none (SCIM)', body: PatchBody, responses: { 200: scimUser, 404: unknownUser, ...ifMatch } }),
-  scim({ method: 'delete', path: '/scim/v2/Users/:id', summary: 'Delete a dashboard user (SCIM)', responses: { 204: 'deleted', 404: unknownUser, ...ifMatch } }),
-]
-
 /** Parses with the schema; a failure is a 400 `invalidValue` naming every bad field. */
 function parseScim<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const r = schema.safeParse(value)
@@ -206,34 +184,6 @@ function parseScim<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
 
 function sendScim(res: Response, status: number, body: unknown): void {
   res.status(status).type(ScimContentType).json(body)
-}
-
-/** Bearer SCIM token (stored hashed) plus the `X-Request-Origin` it was issued for. */
-function authenticateScim(db: Pool) {
-  return async (req: Request, _res: Response, next: NextFunction) => {
-    const token = bearerToken(req)
-    if (!token) throw scimError(401, 'missing SCIM token: send Authorization: Bearer <SCIM_TOKEN>')
-    const hash = hashSecret(token)
-    const record = await findScimTokenByHash(db, hash)
-    if (!record || !hashesEqual(record.token_hash, hash)) throw scimError(401, 'invalid SCIM token')
-    const origin = req.get('x-request-origin')
-    if (!origin) throw scimError(401, 'missing X-Request-Origin header')
-    if (origin !== record.request_origin) throw scimError(403, 'X-Request-Origin does not match the origin of this SCIM token')
-    next()
-  }
-}
-
-/** SCIM users are company-wide, and so is their rate limit. */
-function limitScim(limits: RateLimits, metrics: Metrics) {
-  return async (_req: Request, res: Response, next: NextFunction) => {
-    try {
-      await limits.consume(res, ScimBucket, 'company')
-    } catch (e) {
-      if ((e as ApiError).status === 429) metrics.rateLimited.inc({ bucket: ScimBucket.name })
-      throw e
-    }
-    next()
-  }
 }
 
 /** Resolves workspace names to ids and team names to their stable ids; an unknown workspace is a 400. */
@@ -281,120 +231,168 @@ function checkIfMatch(req: Request, user: DashboardUser): void {
   }
 }
 
-/**
- * SCIM 2.0 Users (interface.md 4.13 to 4.17, and RFC 7644 beyond them: docs/scim.md) under
- * /scim/v2, with its own auth and limit; its errors answer SCIM error bodies through the app's
- * error handler (middleware/errors.ts).
- */
-export function scimUserRoutes(deps: ApiDeps): Router {
-  const r = Router()
-  const db = deps.pg
-  const baseUrl = deps.config.PUBLIC_URL
-  r.use(ScimBasePath, authenticateScim(db), limitScim(deps.rateLimits, deps.metrics))
-  r.use(scimDiscoveryRoutes(baseUrl))
+/** Postgres for the users, and the public URL their locations name. */
+type ScimDeps = Pick<ApiDeps, 'pg'> & DiscoveryDeps
 
-  /** One user answered with its ETag (equal to meta.version) and the requested attributes only. */
-  const sendUser = (req: Request, res: Response, status: number, user: DashboardUser) => {
-    const { attributes, excludedAttributes } = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
-    res.setHeader('ETag', userVersion(user))
-    sendScim(res, status, selectAttributes(toScimUser(user, baseUrl), attributes, excludedAttributes))
-  }
+/** One user answered with its ETag (equal to meta.version) and the requested attributes only. */
+function sendUser(deps: ScimDeps, req: Request, res: Response, status: number, user: DashboardUser) {
+  const { attributes, excludedAttributes } = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
+  res.setHeader('ETag', userVersion(user))
+  sendScim(res, status, selectAttributes(toScimUser(user, deps.config.PUBLIC_URL), attributes, excludedAttributes))
+}
 
-  const search = async (res: Response, q: { filter?: UserFilter; startIndex: number; count: number } & Projection) => {
-    const { total, users } = await listDashboardUsers(db, { filter: q.filter, offset: q.startIndex - 1, limit: q.count })
-    sendScim(res, 200, {
-      schemas: [ListResponseSchema],
-      totalResults: total,
-      startIndex: q.startIndex,
-      itemsPerPage: users.length,
-      Resources: users.map((u) => selectAttributes(toScimUser(u, baseUrl), q.attributes, q.excludedAttributes)),
-    })
-  }
-
-  /** PUT and PATCH: the row locked, If-Match checked, the new state computed and stored in one transaction. */
-  const replace = (req: Request, next: (current: DashboardUser) => z.infer<typeof ReplaceUserBody>) =>
-    withTransaction(db, async (tx) => {
-      const current = await lockDashboardUser(tx, req.params.id as string)
-      if (!current) throw userNotFound()
-      checkIfMatch(req, current)
-      const body = next(current)
-      // userName is immutable (interface.md 4.16); repeating it, in any letter case, is fine.
-      if (body.userName !== undefined && body.userName.toLowerCase() !== current.user_name.toLowerCase()) {
-        throw scimError(400, `userName cannot be changed (it is ${current.user_name})`, 'mutability')
-      }
-      const permissions = await resolvePermissions(tx, body.permissions)
-      return (await replaceDashboardUser(tx, current.id, userFields(body, permissions, current.active)))!
-    })
-
-  r.post(`${ScimBasePath}/Users`, async (req, res) => {
-    const body = parseScim(CreateUserBody, req.body)
-    // One transaction, so a 409 leaves none of the teams it named behind.
-    const user = await withTransaction(db, async (tx) => {
-      const permissions = await resolvePermissions(tx, body.permissions)
-      const created = await createDashboardUser(tx, { userName: body.userName, ...userFields(body, permissions, true) })
-      if (!created) throw scimError(409, `a user with userName ${body.userName} already exists`, 'uniqueness')
-      return created
-    })
-    res.location(toScimUser(user, baseUrl).meta.location)
-    sendUser(req, res, 201, user)
+async function search(deps: ScimDeps, res: Response, q: { filter?: UserFilter; startIndex: number; count: number } & Projection) {
+  const { total, users } = await listDashboardUsers(deps.pg, { filter: q.filter, offset: q.startIndex - 1, limit: q.count })
+  sendScim(res, 200, {
+    schemas: [ListResponseSchema],
+    totalResults: total,
+    startIndex: q.startIndex,
+    itemsPerPage: users.length,
+    Resources: users.map((u) => selectAttributes(toScimUser(u, deps.config.PUBLIC_URL), q.attributes, q.excludedAttributes)),
   })
+}
 
-  r.get(`${ScimBasePath}/Users`, async (req, res) => {
-    const filter = filterOf(req.query.filter)
-    const paging = parseScim(Paging, { startIndex: req.query.startIndex, count: req.query.count })
-    const projection = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
-    await search(res, { filter, ...paging, ...projection })
-  })
-
-  r.post(`${ScimBasePath}/Users/.search`, async (req, res) => {
-    const body = parseScim(SearchRequest, req.body)
-    const filter = filterOf(body.filter)
-    const paging = parseScim(Paging, { startIndex: body.startIndex, count: body.count })
-    const projection = parseScim(Projection, { attributes: body.attributes, excludedAttributes: body.excludedAttributes })
-    await search(res, { filter, ...paging, ...projection })
-  })
-
-  r.get(`${ScimBasePath}/Users/:id`, async (req, res) => {
-    const user = await getDashboardUser(db, req.params.id)
-    if (!user) throw userNotFound()
-    const unchanged = req.get('if-none-match')
-    if (unchanged !== undefined && versionMatches(unchanged, user)) {
-      res.setHeader('ETag', userVersion(user))
-      res.status(304).end()
-      return
+/** PUT and PATCH: the row locked, If-Match checked, the new state computed and stored in one transaction. */
+function replace(deps: ScimDeps, req: ApiRequest, next: (current: DashboardUser) => z.infer<typeof ReplaceUserBody>) {
+  return withTransaction(deps.pg, async (tx) => {
+    const current = await lockDashboardUser(tx, req.params.id)
+    if (!current) throw userNotFound()
+    checkIfMatch(req, current)
+    const body = next(current)
+    // userName is immutable (interface.md 4.16); repeating it, in any letter case, is fine.
+    if (body.userName !== undefined && body.userName.toLowerCase() !== current.user_name.toLowerCase()) {
+      throw scimError(400, `userName cannot be changed (it is ${current.user_name})`, 'mutability')
     }
-    sendUser(req, res, 200, user)
+    const permissions = await resolvePermissions(tx, body.permissions)
+    return (await replaceDashboardUser(tx, current.id, userFields(body, permissions, current.active)))!
   })
+}
 
-  r.put(`${ScimBasePath}/Users/:id`, async (req, res) => {
-    // An unknown id is a 404 whatever the body holds.
-    if (!(await getDashboardUser(db, req.params.id))) throw userNotFound()
-    const body = parseScim(ReplaceUserBody, req.body)
-    sendUser(req, res, 200, await replace(req, () => body))
-  })
+const scimUser = 'the SCIM user'
+const unknownUser = 'unknown user'
+const ifMatch = { 412: 'If-Match names another version; nothing changed' }
 
-  r.patch(`${ScimBasePath}/Users/:id`, async (req, res) => {
-    if (!(await getDashboardUser(db, req.params.id))) throw userNotFound()
-    const ops = patchOperations(req.body)
-    // The operations apply to the locked row's state, so two PATCHes never lose each other's changes.
-    const user = await replace(req, (current) => parseScim(ReplaceUserBody, applyPatch(toScimUser(current, baseUrl), ops)))
-    sendUser(req, res, 200, user)
-  })
+const userRoutes = withAuth<ScimDeps>('scim', [
+  {
+    method: 'post',
+    path: `${ScimBasePath}/Users`,
+    summary: 'Create a dashboard user (SCIM)',
+    body: CreateUserBody,
+    responses: { 201: scimUser, 409: 'a user with that userName exists' },
+    handle: async (req, res, deps) => {
+      const body = parseScim(CreateUserBody, req.body)
+      // One transaction, so a 409 leaves none of the teams it named behind.
+      const user = await withTransaction(deps.pg, async (tx) => {
+        const permissions = await resolvePermissions(tx, body.permissions)
+        const created = await createDashboardUser(tx, { userName: body.userName, ...userFields(body, permissions, true) })
+        if (!created) throw scimError(409, `a user with userName ${body.userName} already exists`, 'uniqueness')
+        return created
+      })
+      res.location(toScimUser(user, deps.config.PUBLIC_URL).meta.location)
+      sendUser(deps, req, res, 201, user)
+    },
+  },
+  {
+    method: 'get',
+    path: `${ScimBasePath}/Users`,
+    summary: 'Search dashboard users by filter (SCIM)',
+    query: ListQuery,
+    responses: { 200: 'a SCIM ListResponse' },
+    handle: async (req, res, deps) => {
+      const filter = filterOf(req.query.filter)
+      const paging = parseScim(Paging, { startIndex: req.query.startIndex, count: req.query.count })
+      const projection = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
+      await search(deps, res, { filter, ...paging, ...projection })
+    },
+  },
+  {
+    method: 'post',
+    path: `${ScimBasePath}/Users/.search`,
+    summary: 'Search dashboard users with a SearchRequest body (SCIM)',
+    body: SearchRequest,
+    responses: { 200: 'a SCIM ListResponse' },
+    handle: async (req, res, deps) => {
+      const body = parseScim(SearchRequest, req.body)
+      const filter = filterOf(body.filter)
+      const paging = parseScim(Paging, { startIndex: body.startIndex, count: body.count })
+      const projection = parseScim(Projection, { attributes: body.attributes, excludedAttributes: body.excludedAttributes })
+      await search(deps, res, { filter, ...paging, ...projection })
+    },
+  },
+  {
+    method: 'get',
+    path: `${ScimBasePath}/Users/:id`,
+    summary: 'Read a dashboard user (SCIM); If-None-Match answers 304 when unchanged',
+    responses: { 200: scimUser, 304: 'unchanged since the version named', 404: unknownUser },
+    handle: async (req, res, deps) => {
+      const user = await getDashboardUser(deps.pg, req.params.id)
+      if (!user) throw userNotFound()
+      const unchanged = req.get('if-none-match')
+      if (unchanged !== undefined && versionMatches(unchanged, user)) {
+        res.setHeader('ETag', userVersion(user))
+        res.status(304).end()
+        return
+      }
+      sendUser(deps, req, res, 200, user)
+    },
+  },
+  {
+    method: 'put',
+    path: `${ScimBasePath}/Users/:id`,
+    summary: 'Replace a dashboard user (SCIM)',
+    body: ReplaceUserBody,
+    responses: { 200: scimUser, 404: unknownUser, ...ifMatch },
+    handle: async (req, res, deps) => {
+      // An unknown id is a 404 whatever the body holds.
+      if (!(await getDashboardUser(deps.pg, req.params.id))) throw userNotFound()
+      const body = parseScim(ReplaceUserBody, req.body)
+      sendUser(deps, req, res, 200, await replace(deps, req, () => body))
+    },
+  },
+  {
+    method: 'patch',
+    path: `${ScimBasePath}/Users/:id`,
+    summary: 'Modify a dashboard user with PATCH operations, all or none (SCIM)',
+    body: PatchBody,
+    responses: { 200: scimUser, 404: unknownUser, ...ifMatch },
+    handle: async (req, res, deps) => {
+      if (!(await getDashboardUser(deps.pg, req.params.id))) throw userNotFound()
+      const ops = patchOperations(req.body)
+      // The operations apply to the locked row's state, so two PATCHes never lose each other's changes.
+      const user = await replace(deps, req, (current) => parseScim(ReplaceUserBody, applyPatch(toScimUser(current, deps.config.PUBLIC_URL), ops)))
+      sendUser(deps, req, res, 200, user)
+    },
+  },
+  {
+    method: 'delete',
+    path: `${ScimBasePath}/Users/:id`,
+    summary: 'Delete a dashboard user (SCIM)',
+    responses: { 204: 'deleted', 404: unknownUser, ...ifMatch },
+    handle: async (req, res, deps) => {
+      await withTransaction(deps.pg, async (tx) => {
+        const current = await lockDashboardUser(tx, req.params.id)
+        if (!current) throw userNotFound()
+        checkIfMatch(req, current)
+        await deleteDashboardUser(tx, current.id)
+      })
+      res.status(204).end()
+    },
+  },
+])
 
-  r.delete(`${ScimBasePath}/Users/:id`, async (req, res) => {
-    await withTransaction(db, async (tx) => {
-      const current = await lockDashboardUser(tx, req.params.id)
-      if (!current) throw userNotFound()
-      checkIfMatch(req, current)
-      await deleteDashboardUser(tx, current.id)
-    })
-    res.status(204).end()
-  })
+/** Any other path under /scim/v2, authenticated and counted like the rest, answers a SCIM 404. */
+function noSuchEndpoint(req: Request): never {
+  const path = req.originalUrl.split('?')[0]
+  const unsupported = /^\/scim\/v2\/(Groups|Bulk|Me)(\/|$)/i.test(path) ? ': this service provides Users only (no Groups, Bulk or /Me; see /scim/v2/ServiceProviderConfig)' : ''
+  throw scimError(404, `no such SCIM endpoint: ${req.method} ${path}${unsupported}`)
+}
 
-  r.use(ScimBasePath, (req) => {
-    const path = req.originalUrl.split('?')[0]
-    const unsupported = /^\/scim\/v2\/(Groups|Bulk|Me)(\/|$)/i.test(path) ? ': this service provides Users only (no Groups, Bulk or /Me; see /scim/v2/ServiceProviderConfig)' : ''
-    throw scimError(404, `no such SCIM endpoint: ${req.method} ${path}${unsupported}`)
-  })
-  return r
+/**
+ * SCIM 2.0 Users (interface.md 4.13 to 4.17, and RFC 7644 beyond them: docs/scim.md) and the
+ * discovery endpoints under /scim/v2, with its own auth and limit (the `scim` auth kind); its
+ * errors answer SCIM error bodies through the app's error handler (middleware/errors.ts).
+ */
+export const scimUserRoutes: RouteFamily<ScimDeps> = {
+  routes: [...scimDiscoveryRoutes, ...userRoutes],
+  rest: { path: ScimBasePath, auth: 'scim', handler: () => noSuchEndpoint },
 }

@@ -1,4 +1,4 @@
-import { Router, type Response } from 'express'
+import type { Response } from 'express'
 import { z } from 'zod'
 import { findSubscriptionGroups, type SubscriptionGroup } from '../../../shared/db/repositories/subscription-group-repository.js'
 import {
@@ -13,8 +13,9 @@ import { badRequest } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
 import type { SubscriptionChange } from '../../../shared/queue/track-jobs.js'
-import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { Config } from '../../../shared/config.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400, upTo50 } from '../validation.js'
 
 /** interface.md section 7, word for word. */
@@ -22,6 +23,8 @@ const EMAIL_AND_PHONE_MESSAGE = 'Either an email address or a phone number shoul
 
 const MAX_V2_GROUPS = 25
 
+/** Postgres for the groups and states, the queues and the partition count for the changes. */
+type SubscriptionDeps = Pick<ApiDeps, 'pg' | 'producer'> & { config: Pick<Config, 'TRACK_PARTITIONS'> }
 
 export const PhoneNumber = z.string().transform((s, ctx) => {
   const e164 = toE164(s)
@@ -81,7 +84,7 @@ function refuseEmailAndPhone(obj: unknown, emailField: string, phoneField: strin
 }
 
 /** Loads the groups named; an unknown one is a 400 naming the field that carried it. */
-async function groupsOr400(deps: ApiDeps, workspaceId: string, named: { field: string; groupId: string }[]) {
+async function groupsOr400(deps: SubscriptionDeps, workspaceId: string, named: { field: string; groupId: string }[]) {
   const groups = await findSubscriptionGroups(deps.pg, workspaceId, [...new Set(named.map((n) => n.groupId))])
   for (const n of named) {
     if (!groups.has(n.groupId)) throw badRequest(`${n.field}: unknown subscription group ${n.groupId}`)
@@ -118,7 +121,7 @@ function changesOf(u: GroupUpdate): SubscriptionChange[] {
 }
 
 /** Checks every update against its group, queues the changes in request order, answers 201. */
-async function acceptGroupUpdates(deps: ApiDeps, res: Response, updates: GroupUpdate[]) {
+async function acceptGroupUpdates(deps: SubscriptionDeps, res: Response, updates: GroupUpdate[]) {
   const named = updates.map((u) => ({ field: u.fields.group, groupId: u.groupId }))
   const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
   const groups = await groupsOr400(deps, request.workspaceId, named)
@@ -172,43 +175,16 @@ function checkReadFitsChannel(keys: ReadKeys, group: SubscriptionGroup) {
   }
 }
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/subscription/status/set',
-    summary: 'Set the subscription state of users in one subscription group',
-    auth: 'api_key',
-    permission: 'subscription.status.set',
-    write: true,
-    body: SetStatusV1,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/v2/subscription/status/set',
-    summary: 'Set subscription states in several subscription groups',
-    auth: 'api_key',
-    permission: 'subscription.status.set',
-    write: true,
-    body: SetStatusV2,
-    responses: { 201: '`{message: "success"}`' },
-  },
-  {
-    method: 'get',
-    path: '/subscription/status/get',
-    summary: 'Read the state of users in a subscription group',
-    auth: 'api_key',
-    permission: 'subscription.status.get',
-    query: StatusQuery,
-    responses: { 200: '`{status: {<key>: "Subscribed" | "Unsubscribed" | "Unknown"}, message: "success"}`' },
-  },
-]
-
-/** interface.md 4.7 to 4.9. */
-export function subscriptionRoutes(deps: ApiDeps, guard: Guard): Router {
-  const r = Router()
-
-  r.post('/subscription/status/set', ...guard('subscription.status.set', { write: true }), async (req, res) => {
+const setStatusV1: ApiRoute<SubscriptionDeps> = {
+  method: 'post',
+  path: '/subscription/status/set',
+  summary: 'Set the subscription state of users in one subscription group',
+  auth: 'api_key',
+  permission: 'subscription.status.set',
+  write: true,
+  body: SetStatusV1,
+  responses: { 201: '`{message: "success"}`' },
+  handle: async (req, res, deps) => {
     refuseEmailAndPhone(req.body, 'email', 'phone')
     const body = parseOr400(SetStatusV1, req.body)
     await acceptGroupUpdates(deps, res, [
@@ -221,9 +197,19 @@ export function subscriptionRoutes(deps: ApiDeps, guard: Guard): Router {
         fields: { group: 'subscription_group_id', externalIds: 'external_id', emails: 'email', phones: 'phone' },
       },
     ])
-  })
+  },
+}
 
-  r.post('/v2/subscription/status/set', ...guard('subscription.status.set', { write: true }), async (req, res) => {
+const setStatusV2: ApiRoute<SubscriptionDeps> = {
+  method: 'post',
+  path: '/v2/subscription/status/set',
+  summary: 'Set subscription states in several subscription groups',
+  auth: 'api_key',
+  permission: 'subscription.status.set',
+  write: true,
+  body: SetStatusV2,
+  responses: { 201: '`{message: "success"}`' },
+  handle: async (req, res, deps) => {
     const raw = isPlainObject(req.body) ? req.body.subscription_groups : undefined
     if (Array.isArray(raw)) for (const g of raw) refuseEmailAndPhone(g, 'emails', 'phones')
     const body = parseOr400(SetStatusV2, req.body)
@@ -239,9 +225,18 @@ export function subscriptionRoutes(deps: ApiDeps, guard: Guard): Router {
       }
     })
     await acceptGroupUpdates(deps, res, updates)
-  })
+  },
+}
 
-  r.get('/subscription/status/get', ...guard('subscription.status.get'), async (req, res) => {
+const getStatus: ApiRoute<SubscriptionDeps> = {
+  method: 'get',
+  path: '/subscription/status/get',
+  summary: 'Read the state of users in a subscription group',
+  auth: 'api_key',
+  permission: 'subscription.status.get',
+  query: StatusQuery,
+  responses: { 200: '`{status: {<key>: "Subscribed" | "Unsubscribed" | "Unknown"}, message: "success"}`' },
+  handle: async (req, res, deps) => {
     const q = parseOr400(StatusQuery, req.query)
     const keys = readKeysOf(q)
     const workspaceId = res.locals.auth!.workspaceId
@@ -255,7 +250,8 @@ export function subscriptionRoutes(deps: ApiDeps, guard: Guard): Router {
         : await readGroupStatesByAddress(deps.pg, workspaceId, group.id, keys.kind, stored)
     const status = Object.fromEntries(keys.sent.map((sent, i) => [sent, labelOf(states.get(keys.stored[i]))]))
     res.json({ status, message: 'success' })
-  })
-
-  return r
+  },
 }
+
+/** interface.md 4.7 to 4.9. */
+export const subscriptionRoutes: RouteFamily<SubscriptionDeps> = { routes: [setStatusV1, setStatusV2, getStatus] }

@@ -1,4 +1,3 @@
-import { Router } from 'express'
 import { z } from 'zod'
 import { findProfilesForRead } from '../../../shared/db/repositories/profile-lookup-repository.js'
 import { loadUserRecords } from '../../../shared/db/repositories/user-record-repository.js'
@@ -7,8 +6,8 @@ import { normalizeEmail } from '../../../shared/domain/email.js'
 import { toE164 } from '../../../shared/domain/phone.js'
 import { ExportableFields, projectRecord } from '../../../shared/domain/user-record.js'
 import { badRequest } from '../../../shared/errors.js'
-import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 const MAX_IDENTIFIERS = 50
@@ -24,22 +23,16 @@ export const ExportIdsBody = z
   })
   .strict()
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/users/export/ids',
-    summary: 'Read profiles back by identifier, in the exported user record format',
-    auth: 'api_key',
-    permission: 'users.export.ids',
-    body: ExportIdsBody,
-    responses: { 201: '`{message: "success", users, invalid_user_ids?}`' },
-  },
-]
-
 /** POST /users/export/ids (operator.md section 4): profiles read back in the exported record format. */
-export function usersExportIdsRoutes(deps: ApiDeps, guard: Guard): Router {
-  const r = Router()
-  r.post('/users/export/ids', ...guard('users.export.ids'), async (req, res) => {
+const exportIds: ApiRoute<Pick<ApiDeps, 'pg'>> = {
+  method: 'post',
+  path: '/users/export/ids',
+  summary: 'Read profiles back by identifier, in the exported user record format',
+  auth: 'api_key',
+  permission: 'users.export.ids',
+  body: ExportIdsBody,
+  responses: { 201: '`{message: "success", users, invalid_user_ids?}`' },
+  handle: async (req, res, deps) => {
     const body = parseOr400(ExportIdsBody, req.body ?? {})
     const external = [...new Set(body.external_ids ?? [])]
     const aliases = body.user_aliases ?? []
@@ -73,6 +66,7 @@ export function usersExportIdsRoutes(deps: ApiDeps, guard: Guard): Router {
       return rec ? [projectRecord(rec.record, { fields: body.fields_to_export, now })] : []
     })
     res.status(201).json({ message: 'success', users, ...(invalid.length && { invalid_user_ids: invalid }) })
-  })
-  return r
+  },
 }
+
+export const usersExportIdsRoutes: RouteFamily<Pick<ApiDeps, 'pg'>> = { routes: [exportIds] }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { Router, type Response } from 'express'
+import type { Response } from 'express'
 import { z } from 'zod'
 import { createExport, failExport, type ExportRequest } from '../../../shared/db/repositories/export-repository.js'
 import { getSegment } from '../../../shared/db/repositories/segment-repository.js'
@@ -9,8 +9,9 @@ import { ApiError, notFound } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.js'
 import { exportObjectPrefix } from '../../../shared/storage/export-layout.js'
-import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { Config } from '../../../shared/config.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 /** interface.md 8: concurrent exports per company (a workspace here), segment and global control group alike. */
@@ -47,29 +48,6 @@ export const GlobalControlGroupExport = z
 const accepted = '`{message: "success", object_prefix, url?, export_id}`; `url` only without storage credentials'
 const refused = { 404: 'unknown segment_id', 429: 'an export of the segment is already queued or running, or the workspace has 100 queued or running' }
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/users/export/segment',
-    summary: 'Export the users of a segment (files in S3 or a download URL)',
-    auth: 'api_key',
-    permission: 'users.export.segment',
-    write: true,
-    body: SegmentExport,
-    responses: { 201: accepted, ...refused },
-  },
-  {
-    method: 'post',
-    path: '/users/export/global_control_group',
-    summary: 'Export the users of the global control group',
-    auth: 'api_key',
-    permission: 'users.export.global_control_group',
-    write: true,
-    body: GlobalControlGroupExport,
-    responses: { 201: accepted, 429: refused[429] },
-  },
-]
-
 interface ExportOrder {
   kind: 'segment' | 'global_control_group'
   /** The segment id, or the workspace id for the global control group: the second part of the object prefix. */
@@ -78,56 +56,74 @@ interface ExportOrder {
   request: Omit<ExportRequest, 'destination'>
 }
 
-/** POST /users/export/segment and /users/export/global_control_group (interface.md 4.5 and 4.6). */
-export function usersExportRoutes(deps: ApiDeps, guard: Guard): Router {
-  const r = Router()
-  const linkKey = downloadKey(deps.adminToken)
+/** Postgres for the export rows, the queues, and what signs a download link. */
+type ExportDeps = Pick<ApiDeps, 'pg' | 'producer' | 'adminToken'> & { config: Pick<Config, 'PUBLIC_URL'> }
 
-  /** Records the export, queues its run and answers with where the files will be. */
-  async function accept(res: Response, order: ExportOrder) {
-    const workspaceId = res.locals.auth!.workspaceId
-    const requestId = res.locals.requestId!
-    const workspace = await getWorkspace(deps.pg, workspaceId)
-    const destination = workspace?.export_storage ? 's3' : 'local'
-    const id = randomUUID()
-    const objectPrefix = exportObjectPrefix({ kind: order.kind, ownerId: order.ownerId, startedAt: new Date(), uuid: randomUUID() })
-    const url = destination === 'local' ? downloadUrl(deps.config.PUBLIC_URL, linkKey, id) : undefined
-    const created = await createExport(deps.pg, {
-      id,
-      workspaceId,
-      kind: order.kind,
-      segmentId: order.segmentId,
-      request: { ...order.request, destination },
-      objectPrefix,
-      url,
-      maxActive: MAX_ACTIVE_EXPORTS,
-    })
-    if (!created.created) throw tooManyExports(created.reason, order.segmentId)
-    try {
-      await submitRequest(deps.producer, { workspaceId, requestId, jobs: [{ name: 'runExport', data: { workspaceId, requestId, exportId: id } }] })
-    } catch (e) {
-      // Not queued means never run: free the segment at once instead of leaving it "queued".
-      await failExport(deps.pg, id, 'the export could not be queued')
-      throw e
-    }
-    res.status(201).json({ message: 'success', object_prefix: objectPrefix, ...(url ? { url } : {}), export_id: id })
+/** Records the export, queues its run and answers with where the files will be. */
+async function accept(deps: ExportDeps, res: Response, order: ExportOrder) {
+  const workspaceId = res.locals.auth!.workspaceId
+  const requestId = res.locals.requestId!
+  const workspace = await getWorkspace(deps.pg, workspaceId)
+  const destination = workspace?.export_storage ? 's3' : 'local'
+  const id = randomUUID()
+  const objectPrefix = exportObjectPrefix({ kind: order.kind, ownerId: order.ownerId, startedAt: new Date(), uuid: randomUUID() })
+  const url = destination === 'local' ? downloadUrl(deps.config.PUBLIC_URL, downloadKey(deps.adminToken), id) : undefined
+  const created = await createExport(deps.pg, {
+    id,
+    workspaceId,
+    kind: order.kind,
+    segmentId: order.segmentId,
+    request: { ...order.request, destination },
+    objectPrefix,
+    url,
+    maxActive: MAX_ACTIVE_EXPORTS,
+  })
+  if (!created.created) throw tooManyExports(created.reason, order.segmentId)
+  try {
+    await submitRequest(deps.producer, { workspaceId, requestId, jobs: [{ name: 'runExport', data: { workspaceId, requestId, exportId: id } }] })
+  } catch (e) {
+    // Not queued means never run: free the segment at once instead of leaving it "queued".
+    await failExport(deps.pg, id, 'the export could not be queued')
+    throw e
   }
+  res.status(201).json({ message: 'success', object_prefix: objectPrefix, ...(url ? { url } : {}), export_id: id })
+}
 
-  r.post('/users/export/segment', ...guard('users.export.segment', { write: true }), async (req, res) => {
+const segmentExport: ApiRoute<ExportDeps> = {
+  method: 'post',
+  path: '/users/export/segment',
+  summary: 'Export the users of a segment (files in S3 or a download URL)',
+  auth: 'api_key',
+  permission: 'users.export.segment',
+  write: true,
+  body: SegmentExport,
+  responses: { 201: accepted, ...refused },
+  handle: async (req, res, deps) => {
     const body = parseOr400(SegmentExport, req.body)
     const segment = await getSegment(deps.pg, res.locals.auth!.workspaceId, body.segment_id)
     if (!segment) throw notFound(`unknown segment_id ${body.segment_id}`)
     const { segment_id: _id, ...request } = body
-    await accept(res, { kind: 'segment', ownerId: segment.id, segmentId: segment.id, request })
-  })
-
-  r.post('/users/export/global_control_group', ...guard('users.export.global_control_group', { write: true }), async (req, res) => {
-    const request = parseOr400(GlobalControlGroupExport, req.body)
-    await accept(res, { kind: 'global_control_group', ownerId: res.locals.auth!.workspaceId, request })
-  })
-
-  return r
+    await accept(deps, res, { kind: 'segment', ownerId: segment.id, segmentId: segment.id, request })
+  },
 }
+
+const globalControlGroupExport: ApiRoute<ExportDeps> = {
+  method: 'post',
+  path: '/users/export/global_control_group',
+  summary: 'Export the users of the global control group',
+  auth: 'api_key',
+  permission: 'users.export.global_control_group',
+  write: true,
+  body: GlobalControlGroupExport,
+  responses: { 201: accepted, 429: refused[429] },
+  handle: async (req, res, deps) => {
+    const request = parseOr400(GlobalControlGroupExport, req.body)
+    await accept(deps, res, { kind: 'global_control_group', ownerId: res.locals.auth!.workspaceId, request })
+  },
+}
+
+/** POST /users/export/segment and /users/export/global_control_group (interface.md 4.5 and 4.6). */
+export const usersExportRoutes: RouteFamily<ExportDeps> = { routes: [segmentExport, globalControlGroupExport] }
 
 function tooManyExports(reason: 'segment_busy' | 'workspace_busy', segmentId?: string): ApiError {
   if (reason === 'segment_busy') {

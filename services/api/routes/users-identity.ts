@@ -1,4 +1,3 @@
-import { Router } from 'express'
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import { EmailAddress, normalizeEmail } from '../../../shared/domain/email.js'
@@ -8,8 +7,8 @@ import { UserAlias } from '../../../shared/domain/track-validation.js'
 import { badRequest } from '../../../shared/errors.js'
 import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
 import type { DeleteOperation, IdentifyOperation, IdentityOperation, IdentityTarget, MergeOperation } from '../../../shared/queue/identity-jobs.js'
-import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 
 /** Per-request limits of interface.md section 8. */
@@ -175,44 +174,14 @@ export function parseDelete(body: unknown): DeleteOperation[] {
   return ops
 }
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/users/merge',
-    summary: 'Merge one user into another',
-    auth: 'api_key',
-    permission: 'users.merge',
-    write: true,
-    body: MergeBody,
-    responses: { 202: '`{message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/users/identify',
-    summary: 'Identify alias-only or email-only users with an external id (merging into the user who has it)',
-    auth: 'api_key',
-    permission: 'users.identify',
-    write: true,
-    body: IdentifyBody,
-    responses: { 201: '`{aliases_processed, message: "success"}`' },
-  },
-  {
-    method: 'post',
-    path: '/users/delete',
-    summary: 'Delete users (profile, aliases, tokens, states, event history)',
-    auth: 'api_key',
-    permission: 'users.delete',
-    write: true,
-    body: DeleteBody,
-    responses: { 201: '`{deleted, message: "success"}`' },
-  },
-]
+/** Blocked ids for /users/identify, and the queues. */
+type IdentityDeps = Pick<ApiDeps, 'producer' | 'workspaces'>
 
 /**
  * Queues the request's operations as one identity job (the worker applies them in order, and
  * batches the jobs waiting behind it); `acceptedAt` lets it apply earlier track work first.
  */
-async function submitOperations(deps: ApiDeps, locals: { workspaceId: string; requestId: string }, operations: IdentityOperation[]) {
+async function submitOperations(deps: IdentityDeps, locals: { workspaceId: string; requestId: string }, operations: IdentityOperation[]) {
   const job: QueuedJob = {
     name: 'applyIdentityChange',
     data: { workspaceId: locals.workspaceId, requestId: locals.requestId, acceptedAt: Date.now(), operations },
@@ -220,16 +189,32 @@ async function submitOperations(deps: ApiDeps, locals: { workspaceId: string; re
   await submitRequest(deps.producer, { ...locals, jobs: [job] })
 }
 
-/** POST /users/merge, /users/identify and /users/delete (interface.md 4.2 to 4.4). */
-export function usersIdentityRoutes(deps: ApiDeps, guard: Guard): Router {
-  const r = Router()
-  r.post('/users/merge', ...guard('users.merge', { write: true }), async (req, res) => {
+const merge: ApiRoute<IdentityDeps> = {
+  method: 'post',
+  path: '/users/merge',
+  summary: 'Merge one user into another',
+  auth: 'api_key',
+  permission: 'users.merge',
+  write: true,
+  body: MergeBody,
+  responses: { 202: '`{message: "success"}`' },
+  handle: async (req, res, deps) => {
     const operations = parseMergeUpdates(req.body)
     await submitOperations(deps, { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }, operations)
     res.status(202).json({ message: 'success' })
-  })
+  },
+}
 
-  r.post('/users/identify', ...guard('users.identify', { write: true }), async (req, res) => {
+const identify: ApiRoute<IdentityDeps> = {
+  method: 'post',
+  path: '/users/identify',
+  summary: 'Identify alias-only or email-only users with an external id (merging into the user who has it)',
+  auth: 'api_key',
+  permission: 'users.identify',
+  write: true,
+  body: IdentifyBody,
+  responses: { 201: '`{aliases_processed, message: "success"}`' },
+  handle: async (req, res, deps) => {
     const operations = parseIdentify(req.body)
     const workspaceId = res.locals.auth!.workspaceId
     const externalIds = [...new Set(operations.map((op) => op.externalId))]
@@ -238,12 +223,24 @@ export function usersIdentityRoutes(deps: ApiDeps, guard: Guard): Router {
     }
     await submitOperations(deps, { workspaceId, requestId: res.locals.requestId! }, operations)
     res.status(201).json({ aliases_processed: operations.length, message: 'success' })
-  })
+  },
+}
 
-  r.post('/users/delete', ...guard('users.delete', { write: true }), async (req, res) => {
+const deleteUsers: ApiRoute<IdentityDeps> = {
+  method: 'post',
+  path: '/users/delete',
+  summary: 'Delete users (profile, aliases, tokens, states, event history)',
+  auth: 'api_key',
+  permission: 'users.delete',
+  write: true,
+  body: DeleteBody,
+  responses: { 201: '`{deleted, message: "success"}`' },
+  handle: async (req, res, deps) => {
     const operations = parseDelete(req.body)
     await submitOperations(deps, { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }, operations)
     res.status(201).json({ deleted: operations.length, message: 'success' })
-  })
-  return r
+  },
 }
+
+/** POST /users/merge, /users/identify and /users/delete (interface.md 4.2 to 4.4). */
+export const usersIdentityRoutes: RouteFamily<IdentityDeps> = { routes: [merge, identify, deleteUsers] }

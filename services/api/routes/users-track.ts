@@ -1,4 +1,4 @@
-import { Router, type Response } from 'express'
+import type { Response } from 'express'
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import type { ObjectError, TrackInputArray } from '../../../shared/domain/object-error.js'
@@ -7,8 +7,9 @@ import { FieldError } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
 import { BacklogFullError, submitRequest } from '../../../shared/queue/jobs.js'
 import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
-import type { ApiDeps, Guard } from '../deps.js'
-import type { ApiOperation } from '../api-operation.js'
+import type { Config } from '../../../shared/config.js'
+import type { ApiDeps } from '../deps.js'
+import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { jsonProblem } from '../validation.js'
 
 export const MAX_OBJECTS = 75
@@ -34,7 +35,7 @@ const TrackBodyDocument = trackBody({ attributes: AttributeObject, events: Event
 type TrackError = ObjectError<'invalid_object', TrackInputArray>
 
 /** A full backlog answers 429 with a Retry-After; nothing was enqueued. */
-function backlogFull(e: BacklogFullError, res: Response, deps: ApiDeps): ApiError {
+function backlogFull(e: BacklogFullError, res: Response, deps: TrackDeps): ApiError {
   res.setHeader('Retry-After', String(e.retryAfterSeconds))
   deps.metrics.rateLimited.inc({ bucket: 'track_backlog' })
   const whose = e.refusal.scope === 'workspace' ? "this workspace's" : "the service's"
@@ -67,26 +68,25 @@ function parseEach<T>(list: unknown[] | undefined, inputArray: TrackInputArray, 
   return out
 }
 
-export const openapi: ApiOperation[] = [
-  {
-    method: 'post',
-    path: '/users/track',
-    summary: 'Record attributes, events and purchases of users',
-    auth: 'api_key',
-    permission: 'users.track',
-    write: true,
-    body: TrackBodyDocument,
-    responses: {
-      201: '`{message: "success", attributes_processed?, events_processed?, purchases_processed?, errors?}`',
-      429: 'rate limit of the workspace exceeded, or `{reason: "backlog_full", scope: "workspace" | "all"}`: accepted work not yet applied is at its bound; nothing was enqueued, retry after `Retry-After` seconds',
-    },
-  },
-]
+/** What /users/track uses: blocked ids, the partition count and backlog bounds, the queues, the 429 counter. */
+type TrackDeps = Pick<ApiDeps, 'workspaces' | 'producer' | 'metrics'> & {
+  config: Pick<Config, 'TRACK_PARTITIONS' | 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE'>
+}
 
 /** POST /users/track (interface.md 4.1). */
-export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
-  const r = Router()
-  r.post('/users/track', ...guard('users.track', { write: true }), async (req, res) => {
+const track: ApiRoute<TrackDeps> = {
+  method: 'post',
+  path: '/users/track',
+  summary: 'Record attributes, events and purchases of users',
+  auth: 'api_key',
+  permission: 'users.track',
+  write: true,
+  body: TrackBodyDocument,
+  responses: {
+    201: '`{message: "success", attributes_processed?, events_processed?, purchases_processed?, errors?}`',
+    429: 'rate limit of the workspace exceeded, or `{reason: "backlog_full", scope: "workspace" | "all"}`: accepted work not yet applied is at its bound; nothing was enqueued, retry after `Retry-After` seconds',
+  },
+  handle: async (req, res, deps) => {
     if (!isPlainObject(req.body)) throw fatal('request body must be a JSON object')
     const parsed = TrackBody.safeParse(req.body)
     if (!parsed.success) {
@@ -128,6 +128,7 @@ export function usersTrackRoutes(deps: ApiDeps, guard: Guard): Router {
       ...(body.purchases && { purchases_processed: purchases.length }),
       ...(errors.length && { errors }),
     })
-  })
-  return r
+  },
 }
+
+export const usersTrackRoutes: RouteFamily<TrackDeps> = { routes: [track] }

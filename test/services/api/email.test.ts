@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { ApiDeps, Guard } from '../../../services/api/deps.js'
 import { errorHandler } from '../../../services/api/middleware/errors.js'
-import { emailRoutes } from '../../../services/api/routes/email.js'
+import { mountFamily, type AuthMiddleware } from '../../../services/api/mount.js'
+import { emailRoutes, type EmailDeps } from '../../../services/api/routes/email.js'
 import type { EmailProviderLists } from '../../../shared/domain/email-provider.js'
 import { Permissions } from '../../../shared/domain/permissions.js'
 import { request, startTestEnv, type TestEnv } from '../../helpers/harness.js'
@@ -206,15 +206,20 @@ describe('spam and bounce lists', () => {
 describe('the email provider hook', () => {
   /** The email routes alone, on this test's database and queues, with a provider we can watch. */
   async function appWith(provider: EmailProviderLists) {
-    const guard: Guard = () => [
-      (_req, res, next) => {
-        res.locals.auth = { workspaceId: ws.id, keyId: 'test', permissions: new Set(), generation: '' }
+    const pass: express.RequestHandler = (_req, _res, next) => next()
+    const auth: AuthMiddleware = {
+      apiKey: (_req, res, next) => {
+        res.locals.auth = { workspaceId: ws.id, keyId: 'test', permissions: new Set(Permissions), generation: '' }
         res.locals.requestId = randomUUID()
         next()
       },
-    ]
-    const deps = { pg: env.ctx.pg, config: env.config, producer: { queues: env.ctx.queues, tracker: env.ctx.tracker } } as unknown as ApiDeps
-    const app = express().use(express.json()).use(emailRoutes(deps, guard, provider)).use(errorHandler(env.ctx.logger))
+      rateLimit: () => pass,
+      write: [],
+      admin: pass,
+      scim: [],
+    }
+    const deps: EmailDeps = { pg: env.ctx.pg, config: env.config, producer: { queues: env.ctx.queues, tracker: env.ctx.tracker }, emailProvider: provider }
+    const app = express().use(express.json()).use(mountFamily(emailRoutes, deps, auth)).use(errorHandler(env.ctx.logger))
     const server = app.listen(0, '127.0.0.1')
     await new Promise<void>((r) => server.once('listening', () => r()))
     return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((r) => server.close(() => r())) }

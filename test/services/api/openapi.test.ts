@@ -83,7 +83,7 @@ describe('OpenAPI document', () => {
     expect(routed.length).toBeGreaterThan(20)
     const documented = new Set(documentedRoutes(doc))
     const undocumented = routed.filter((r) => !documented.has(r))
-    expect(undocumented, 'routes missing from the OpenAPI document: add them to the `openapi` list of their route file').toEqual([])
+    expect(undocumented, 'routes missing from the OpenAPI document: declare them in the route list of their family (services/api/api-operation.ts)').toEqual([])
   })
 
   it('documents no route the router does not serve', () => {
