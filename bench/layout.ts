@@ -3,7 +3,6 @@
 // lower CPU priority: the layout `make run` starts, bin/run-local.ts).
 import { WORKER_NICE } from '../bin/process-flags.js'
 import { startService, stopService, type ServiceProcess } from './lib.js'
-const WORKER_PORT = 3909
 
 export interface Layout {
   mode: 'embedded' | 'split'
@@ -18,13 +17,13 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
   const apis: ServiceProcess[] = []
   let worker: ServiceProcess | undefined
   const startWorker = async () => {
-    worker = await startService(['worker'], env, WORKER_PORT, { nice: WORKER_NICE })
+    worker = await startService(['worker'], env, { nice: WORKER_NICE })
   }
   if (mode === 'embedded') {
-    apis.push(await startService([], env, 3901))
+    apis.push(await startService([], env))
   } else {
     await startWorker()
-    apis.push(await startService(['api'], env, 3902))
+    apis.push(await startService(['api'], env))
   }
   return {
     mode,

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { Redis } from 'ioredis'
@@ -45,7 +46,17 @@ const BENCH_OWNED = ['DATABASE_URL', 'DATA_DIR', 'QUEUE_PREFIX', 'PORT', 'METRIC
  * answers. `nice` starts the process under `nice -n`, as `make run` starts its worker: every thread of it
  * (chDB's and libuv's too) gets the lower priority, not only the main thread as setPriority after spawn would.
  */
-export async function startService(args: string[], env: Record<string, string>, port: number, opts: { nice?: number } = {}): Promise<ServiceProcess> {
+/** A port nobody listens on now: fixed ports let two runs on one machine probe each other's services. */
+async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as net.AddressInfo
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+export async function startService(args: string[], env: Record<string, string>, opts: { nice?: number } = {}): Promise<ServiceProcess> {
+  const port = await freePort()
   const workerOnly = args[0] === 'worker'
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))

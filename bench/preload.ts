@@ -55,7 +55,7 @@ async function createSchema(): Promise<Preloaded> {
   rmSync(DIR, { recursive: true, force: true })
   const databaseUrl = await freshDatabase(DB_NAME)
   const env = { DATABASE_URL: databaseUrl, DATA_DIR: DIR, QUEUE_PREFIX: `udsbench${randomBytes(3).toString('hex')}` }
-  const service = await startService([], env, 3910)
+  const service = await startService([], env)
   try {
     const admin = adminToken(DIR)
     const call = async (method: string, p: string, body: unknown) => {

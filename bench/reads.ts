@@ -14,7 +14,7 @@ async function main() {
     DATA_DIR: dataDir,
     QUEUE_PREFIX: `udsbench${randomBytes(3).toString('hex')}`,
   }
-  const service = await startService([], env, 3904)
+  const service = await startService([], env)
   const { api_key: key, workspace_id: ws } = credentials(dataDir)
   const admin = { authorization: `Bearer ${adminToken(dataDir)}`, 'content-type': 'application/json' }
   const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
