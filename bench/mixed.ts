@@ -4,6 +4,7 @@
 // has as many requests as the ingest load for that many users (1,333 for 100,000: 300,000 objects).
 // Prints one JSON line.
 import { randomBytes } from 'node:crypto'
+import path from 'node:path'
 import pg from 'pg'
 import { dropQueueKeys, percentile } from './lib.js'
 import { requestsFor } from './ingest-load.js'
@@ -101,7 +102,7 @@ async function main() {
   )
 }
 
-if (process.argv[1]?.endsWith('bench/mixed.ts')) {
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.dirname, 'mixed.ts')) {
   main().catch((e) => {
     console.error(e)
     process.exit(1)

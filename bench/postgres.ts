@@ -31,8 +31,8 @@ const SETTINGS: Record<string, string> = {
   max_wal_size: "'4GB'",
   checkpoint_completion_target: '0.9',
   random_page_cost: '1.1',
+  // Long autovacuum passes show in postgres.log beside the data directory.
   log_autovacuum_min_duration: "'10s'",
-  logging_collector: 'off',
 }
 
 function binDir(): string {
