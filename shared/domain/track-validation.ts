@@ -60,6 +60,7 @@ export function objectParser<B extends Members, A extends Members, I>(
   identify: (obj: Record<string, unknown>, at: string) => I,
   after: A,
 ): (raw: unknown, index: number) => { index: number; identifier: I } & Checked<B> & Checked<A> {
+  if (!MEMBER_NAME.test(list)) throw new Error(`list name ${list} cannot be generated`)
   const names = [...Object.keys(before), ...Object.keys(after)]
   const parsers = [...Object.values(before), ...Object.values(after)].map((m) => m.parse)
   const body = [
