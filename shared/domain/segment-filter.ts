@@ -1,11 +1,10 @@
 import { z } from 'zod'
+import { ProfileFieldNames } from './profile-fields.js'
 
-/** Standard profile fields a segment may filter on (interface.md 2.4). */
+/** Standard record fields a segment may filter on (interface.md 2.4): every profile field among them. */
 export const FilterableFields = [
-  'created_at', 'external_id', 'service_id', 'random_bucket', 'first_name', 'last_name', 'email', 'home_city',
-  'time_zone', 'dob', 'country', 'phone', 'language', 'gender', 'email_subscribe', 'push_subscribe',
-  'push_opted_in_at', 'total_revenue', 'attributed_campaign', 'attributed_source', 'attributed_adgroup',
-  'attributed_ad', 'uninstalled_at',
+  'created_at', 'external_id', 'service_id', 'random_bucket', ...ProfileFieldNames, 'total_revenue', 'attributed_campaign',
+  'attributed_source', 'attributed_adgroup', 'attributed_ad', 'uninstalled_at',
 ] as const
 
 export const ValueOps = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'exists', 'not_exists', 'contains', 'in'] as const

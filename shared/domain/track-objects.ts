@@ -2,51 +2,87 @@ import { z } from 'zod'
 import type { AttributeOp, EventOp, PurchaseOp, StandardFields } from '../queue/track-jobs.js'
 import { isPlainObject } from './attributes.js'
 import type { Identifier } from './identifiers.js'
-import { FieldError, UserAlias, customAttribute, identifierOf, parseTime, properties, standardField } from './track-validation.js'
+import { SettableFieldRules, type SettableField } from './profile-fields.js'
+import {
+  CustomAttributeDoc,
+  FieldError,
+  IdentifyingDocs,
+  StandardFieldDocs,
+  customAttribute,
+  docShape,
+  identifierOf,
+  listOf,
+  memberChecks,
+  objectParser,
+  optionalBoolean,
+  optionalString,
+  propertiesMember,
+  standardField,
+  text,
+  timestamp,
+  type Member,
+} from './track-validation.js'
 
 /*
- * The objects of a /users/track request (interface.md 4.1). Each is parsed on its own by
- * parseAttributes, parseEvent and parsePurchase: a bad object becomes a non-fatal error naming
- * its field, the others go ahead. These parsers are hand-written for the request path's speed (a
- * request holds up to 225 objects) and for the messages interface.md fixes. The zod schemas at
- * the end describe the same objects for the OpenAPI document.
+ * The objects of a /users/track request (interface.md 4.1), each defined once: its members, each
+ * with its check and its schema (track-validation.ts; the profile fields from profile-fields.ts),
+ * in the order they are checked, those before the identifier and those after it. From a definition
+ * come the object's parser (generated: as fast as a hand-written one; a request holds up to 225
+ * objects), which the handler runs on each object on its own (a bad object becomes a non-fatal
+ * error naming its field, the others go ahead), and its schema in the OpenAPI document. The
+ * parsers answer the job contract's types (shared/queue/track-jobs.ts).
  */
-
-const STANDARD = ['first_name', 'last_name', 'gender', 'dob', 'home_city', 'country', 'language', 'time_zone', 'email', 'phone', 'email_subscribe', 'push_subscribe'] as const
-const IDENTIFIERS = new Set(['external_id', 'user_alias', 'service_id'])
-const CONTROL = new Set(['_update_existing_only', 'push_token_import', 'push_tokens', 'subscription_groups'])
-
-// Bounded: app_id and token make the key of an index row (at most 2704 bytes).
-const PushToken = z.object({ app_id: z.string().min(1).max(255), token: z.string().min(1).max(1024), device_id: z.string().optional() }).strict()
-const GroupState = z.object({ subscription_group_id: z.string().min(1), subscription_state: z.enum(['subscribed', 'unsubscribed']) }).strict()
 
 function asObject(value: unknown, field: string): Record<string, unknown> {
   if (!isPlainObject(value)) throw new FieldError(`${field}: must be an object`)
   return value
 }
 
-function optionalBoolean(value: unknown, field: string): boolean | undefined {
-  if (value === undefined) return undefined
-  if (typeof value !== 'boolean') throw new FieldError(`${field}: must be a boolean`)
-  return value
+const IDENTIFY_RULE =
+  'Exactly one of external_id, user_alias, service_id names the user; without them, email (else phone) does.'
+
+/**
+ * The object's schema in the document, whose final check is the object's parser, so that it
+ * accepts exactly what the handler accepts (test/shared/domain/track-objects.test.ts); the rules
+ * across members (which one identifies the user) are told in its description.
+ */
+function documented(shape: Record<string, z.ZodType>, description: string, parse: (raw: unknown) => unknown, custom?: z.ZodType): z.ZodType {
+  const object = custom ? z.object(shape).catchall(custom) : z.object(shape)
+  return object.describe(description).superRefine((value, ctx) => {
+    try {
+      parse(value)
+    } catch (e) {
+      if (!(e instanceof FieldError)) throw e
+      ctx.addIssue({ code: 'custom', message: e.message })
+    }
+  })
 }
 
-function parseList<S extends z.ZodType>(schema: S, value: unknown, field: string): z.infer<S>[] {
-  if (value === undefined) return []
-  const r = z.array(schema).safeParse(value)
-  if (!r.success) {
-    const issue = r.error.issues[0]
-    const where = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('')
-    throw new FieldError(`${field}${where}: ${issue.message}`)
-  }
-  return r.data
+// Bounded: app_id and token make the key of an index row (at most 2704 bytes).
+const PushToken = z.object({ app_id: z.string().min(1).max(255), token: z.string().min(1).max(1024), device_id: z.string().optional() }).strict()
+const GroupState = z.object({ subscription_group_id: z.string().min(1), subscription_state: z.enum(['subscribed', 'unsubscribed']) }).strict()
+
+/** An attributes object's members checked before its identifier. */
+const AttributesBefore = {
+  push_token_import: {
+    parse: (value, field) => optionalBoolean.parse(value, field) ?? false,
+    doc: optionalBoolean.doc.describe('creates anonymous profiles by push token: send push_tokens and no external_id or service_id'),
+  } satisfies Member<boolean>,
+  push_tokens: listOf(PushToken),
 }
+/** Those checked after its profile fields and custom attributes. */
+const AttributesAfter = { _update_existing_only: optionalBoolean, subscription_groups: listOf(GroupState) }
+
+const checkAttributesBefore = memberChecks(AttributesBefore)
+const checkAttributesAfter = memberChecks(AttributesAfter)
+
+/** Members that are neither profile fields nor custom attributes. */
+const NOT_ATTRIBUTES = new Set(['external_id', 'user_alias', 'service_id', ...Object.keys(AttributesBefore), ...Object.keys(AttributesAfter)])
 
 export function parseAttributes(raw: unknown, index: number): AttributeOp {
   const at = `attributes[${index}]`
   const obj = asObject(raw, at)
-  const pushTokenImport = optionalBoolean(obj.push_token_import, `${at}.push_token_import`) ?? false
-  const pushTokens = parseList(PushToken, obj.push_tokens, `${at}.push_tokens`)
+  const { push_token_import: pushTokenImport, push_tokens: pushTokens } = checkAttributesBefore(obj, at)
   let identifier: Identifier | undefined
   if (pushTokenImport) {
     if (obj.external_id !== undefined || obj.service_id !== undefined) {
@@ -60,176 +96,77 @@ export function parseAttributes(raw: unknown, index: number): AttributeOp {
   if (obj.user_alias === null) throw new FieldError(`${at}.user_alias: cannot be removed once added`)
   const fields: StandardFields = {}
   const custom: Record<string, unknown> = {}
-  for (const [name, value] of Object.entries(obj)) {
-    if (IDENTIFIERS.has(name) || CONTROL.has(name)) continue
-    if ((STANDARD as readonly string[]).includes(name)) {
+  for (const name in obj) {
+    if (NOT_ATTRIBUTES.has(name)) continue
+    const value = obj[name]
+    if (SettableFieldRules.has(name)) {
       // The identifying email/phone is already normalized; as a field it is set the same way.
-      ;(fields as Record<string, unknown>)[name] = standardField(name, value, `${at}.${name}`)
+      fields[name as SettableField] = standardField(name as SettableField, value, `${at}.${name}`)
     } else {
       custom[name] = customAttribute(name, value, `${at}.${name}`)
     }
   }
-  return {
-    index,
-    identifier,
-    updateExistingOnly: optionalBoolean(obj._update_existing_only, `${at}._update_existing_only`),
-    pushTokenImport,
-    fields,
-    custom,
-    pushTokens,
-    subscriptionGroups: parseList(GroupState, obj.subscription_groups, `${at}.subscription_groups`),
-  }
+  const after = checkAttributesAfter(obj, at)
+  return { index, identifier, updateExistingOnly: after._update_existing_only, pushTokenImport, fields, custom, pushTokens, subscriptionGroups: after.subscription_groups }
 }
 
-function appId(value: unknown, field: string): string | undefined {
-  if (value === undefined) return undefined
-  if (typeof value !== 'string') throw new FieldError(`${field}: must be a string`)
-  return value
+/** What an event and a purchase share after their identifier: in which app, when, and what else was said. */
+const Occurrence = { app_id: optionalString, time: timestamp, properties: propertiesMember }
+
+/** An occurrence names its user by email or phone only when it names no external_id, user_alias or service_id (then they are ignored). */
+const OccurrenceAddresses = { email: z.string().nullable().optional(), phone: z.string().nullable().optional() }
+
+const Event = { name: text(1, 255) }
+
+export const parseEvent: (raw: unknown, index: number) => EventOp = objectParser('events', Event, identifierOf, Occurrence)
+
+const CURRENCY = /^[A-Za-z]{3}$/
+
+const Purchase = {
+  product_id: text(1, 255),
+  currency: {
+    parse(value, field) {
+      if (typeof value !== 'string' || !CURRENCY.test(value)) throw new FieldError(`${field}: must be a three-letter ISO 4217 currency code`)
+      return value.toUpperCase()
+    },
+    doc: z.string().regex(CURRENCY).describe('ISO 4217'),
+  } satisfies Member<string>,
+  price: {
+    parse(value, field) {
+      if (typeof value !== 'number' || !Number.isFinite(value)) throw new FieldError(`${field}: must be a number`)
+      return value
+    },
+    doc: z.number(),
+  } satisfies Member<number>,
+  quantity: {
+    parse(value, field) {
+      const quantity = value ?? 1
+      if (typeof quantity !== 'number' || !Number.isInteger(quantity) || quantity < 1 || quantity > 100) {
+        throw new FieldError(`${field}: must be an integer from 1 to 100`)
+      }
+      return quantity
+    },
+    doc: z.number().int().min(1).max(100).nullable().optional().describe('1 when absent'),
+  } satisfies Member<number>,
 }
 
-export function parseEvent(raw: unknown, index: number): EventOp {
-  const at = `events[${index}]`
-  const obj = asObject(raw, at)
-  if (typeof obj.name !== 'string' || obj.name.length === 0 || obj.name.length > 255) {
-    throw new FieldError(`${at}.name: must be a string of 1 to 255 characters`)
-  }
-  return {
-    index,
-    identifier: identifierOf(obj, at),
-    app_id: appId(obj.app_id, `${at}.app_id`),
-    name: obj.name,
-    time: parseTime(obj.time, `${at}.time`),
-    properties: properties(obj.properties, `${at}.properties`),
-  }
-}
+export const parsePurchase: (raw: unknown, index: number) => PurchaseOp = objectParser('purchases', Purchase, identifierOf, Occurrence)
 
-export function parsePurchase(raw: unknown, index: number): PurchaseOp {
-  const at = `purchases[${index}]`
-  const obj = asObject(raw, at)
-  if (typeof obj.product_id !== 'string' || obj.product_id.length === 0 || obj.product_id.length > 255) {
-    throw new FieldError(`${at}.product_id: must be a string of 1 to 255 characters`)
-  }
-  if (typeof obj.currency !== 'string' || !/^[A-Za-z]{3}$/.test(obj.currency)) {
-    throw new FieldError(`${at}.currency: must be a three-letter ISO 4217 currency code`)
-  }
-  if (typeof obj.price !== 'number' || !Number.isFinite(obj.price)) throw new FieldError(`${at}.price: must be a number`)
-  const quantity = obj.quantity ?? 1
-  if (typeof quantity !== 'number' || !Number.isInteger(quantity) || quantity < 1 || quantity > 100) {
-    throw new FieldError(`${at}.quantity: must be an integer from 1 to 100`)
-  }
-  return {
-    index,
-    identifier: identifierOf(obj, at),
-    app_id: appId(obj.app_id, `${at}.app_id`),
-    product_id: obj.product_id,
-    currency: obj.currency.toUpperCase(),
-    price: obj.price,
-    quantity,
-    time: parseTime(obj.time, `${at}.time`),
-    properties: properties(obj.properties, `${at}.properties`),
-  }
-}
-
-const SUBSCRIBE_STATE = z.enum(['opted_in', 'subscribed', 'unsubscribed'])
-const ID_STRING = z.string().min(1).max(512)
-const TIME = z.string().describe('ISO 8601 with an offset or Z, e.g. 2024-05-01T12:00:00Z')
-
-/** The identifying fields every object shares; which one names the user is a rule across them. */
-const Identifying = {
-  external_id: ID_STRING.optional(),
-  user_alias: UserAlias.optional(),
-  service_id: ID_STRING.optional(),
-}
-const IDENTIFY_RULE =
-  'Exactly one of external_id, user_alias, service_id names the user; without them, email (else phone) does.'
-
-/**
- * A schema for the document whose final check is the object's parser, so that it accepts exactly
- * what the handler accepts; the shape before it must never be stricter (test/shared/domain/track-objects.test.ts).
- */
-function parsedBy<T extends z.ZodType>(shape: T, parse: (raw: unknown) => unknown): T {
-  return shape.superRefine((value, ctx) => {
-    try {
-      parse(value)
-    } catch (e) {
-      if (!(e instanceof FieldError)) throw e
-      ctx.addIssue({ code: 'custom', message: e.message })
-    }
-  })
-}
-
-const CustomAttribute = z
-  .union([
-    z.string(),
-    z.number(),
-    z.boolean(),
-    z.null(),
-    z.array(z.unknown()),
-    z.object({ inc: z.number().int() }).strict(),
-    z.object({ add: z.array(z.unknown()).optional(), remove: z.array(z.unknown()).optional() }).strict(),
-    z.record(z.string(), z.unknown()),
-  ])
-  .describe('A custom attribute (name of 1 to 255 characters): a value, an array, {inc: n} to add to a number, {add, remove} to edit an array, an object, or null to remove it.')
-
-export const AttributeObject = parsedBy(
-  z
-    .object({
-      ...Identifying,
-      email: z.string().nullable().optional().describe('an email address of at most 254 characters; null clears it'),
-      phone: z.string().nullable().optional().describe('a phone number with its country code (E.164); null clears it'),
-      first_name: z.string().max(10_000).nullable().optional(),
-      last_name: z.string().max(10_000).nullable().optional(),
-      gender: z.string().regex(/^[MFONPmfonp]$/).nullable().optional(),
-      dob: z.string().regex(/^\d{4}-\d{2}-\d{2}$/).nullable().optional(),
-      home_city: z.string().max(10_000).nullable().optional(),
-      country: z.string().regex(/^[A-Za-z]{2}$/).nullable().optional().describe('ISO 3166-1 alpha-2'),
-      language: z.string().regex(/^[A-Za-z]{2}$/).nullable().optional().describe('ISO 639-1'),
-      time_zone: z.string().nullable().optional().describe('an IANA time zone such as America/New_York'),
-      email_subscribe: SUBSCRIBE_STATE.optional(),
-      push_subscribe: SUBSCRIBE_STATE.optional(),
-      _update_existing_only: z.boolean().optional(),
-      push_token_import: z.boolean().optional().describe('creates anonymous profiles by push token: send push_tokens and no external_id or service_id'),
-      push_tokens: z.array(PushToken).optional(),
-      subscription_groups: z.array(GroupState).optional(),
-    })
-    .catchall(CustomAttribute)
-    .describe(`A user's attributes. ${IDENTIFY_RULE} Every other member is a custom attribute.`),
+export const AttributeObject = documented(
+  { ...IdentifyingDocs, ...StandardFieldDocs, ...docShape(AttributesBefore), ...docShape(AttributesAfter) },
+  `A user's attributes. ${IDENTIFY_RULE} Every other member is a custom attribute.`,
   (o) => parseAttributes(o, 0),
+  CustomAttributeDoc,
 )
 
-const Properties = z.record(z.string(), z.unknown())
-
-/** The fields an event and a purchase share: who it happened to, and in which app. */
-const OccurrenceFields = {
-  ...Identifying,
-  email: z.string().nullable().optional(),
-  phone: z.string().nullable().optional(),
-  app_id: z.string().optional(),
-}
-
-export const EventObject = parsedBy(
-  z
-    .object({
-      ...OccurrenceFields,
-      name: z.string().min(1).max(255),
-      time: TIME,
-      properties: Properties.optional(),
-    })
-    .describe(`An occurrence of a custom event. ${IDENTIFY_RULE}`),
+export const EventObject = documented(
+  { ...IdentifyingDocs, ...OccurrenceAddresses, ...docShape(Event), ...docShape(Occurrence) },
+  `An occurrence of a custom event. ${IDENTIFY_RULE}`,
   (o) => parseEvent(o, 0),
 )
 
-export const PurchaseObject = parsedBy(
-  z
-    .object({
-      ...OccurrenceFields,
-      product_id: z.string().min(1).max(255),
-      currency: z.string().regex(/^[A-Za-z]{3}$/).describe('ISO 4217'),
-      price: z.number(),
-      quantity: z.number().int().min(1).max(100).nullable().optional().describe('1 when absent'),
-      time: TIME,
-      properties: Properties.optional(),
-    })
-    .describe(`A purchase. ${IDENTIFY_RULE}`),
+export const PurchaseObject = documented(
+  { ...IdentifyingDocs, ...OccurrenceAddresses, ...docShape(Purchase), ...docShape(Occurrence) },
+  `A purchase. ${IDENTIFY_RULE}`,
   (o) => parsePurchase(o, 0),
 )

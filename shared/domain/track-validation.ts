@@ -3,9 +3,130 @@ import { customAttributeProblem, isPlainObject } from './attributes.js'
 import { emailProblem, normalizeEmail } from './email.js'
 import type { Identifier } from './identifiers.js'
 import { toE164 } from './phone.js'
+import { SettableFieldRules, type FieldRule, type SettableField } from './profile-fields.js'
 
 /** A problem with one field of one object; the message names the field. */
 export class FieldError extends Error {}
+
+/**
+ * A member of a track object, defined once: the check the request path runs (it normalizes the
+ * value, or throws a FieldError naming the field; `undefined` is an absent member) and the schema
+ * the OpenAPI document shows, written side by side from the same bounds and patterns.
+ */
+export interface Member<T> {
+  parse(value: unknown, field: string): T
+  doc: z.ZodType
+}
+
+export type Members = Record<string, Member<unknown>>
+export type Checked<M extends Members> = { [K in keyof M]: M[K] extends Member<infer T> ? T : never }
+
+const MEMBER_NAME = /^[a-z_]+$/
+
+/**
+ * The body of a generated parser's checks of `members` (the parsers are `p<i>`, from `first`):
+ * one `const v<i>` per member, each a plain property read, in the members' order.
+ */
+function checkLines(members: Members, first: number): string[] {
+  return Object.keys(members).map((name, i) => {
+    if (!MEMBER_NAME.test(name)) throw new Error(`member name ${name} cannot be generated`)
+    return `const v${first + i} = p${first + i}(obj.${name}, at + '.${name}')`
+  })
+}
+
+/** The checks of `members` in their order, generated like objectParser's; answers their normalized values. */
+export function memberChecks<M extends Members>(members: M): (obj: Record<string, unknown>, at: string) => Checked<M> {
+  const names = Object.keys(members)
+  const body = [
+    `const [${names.map((_, i) => `p${i}`).join(', ')}] = parsers`,
+    'return function check(obj, at) {',
+    ...checkLines(members, 0).map((l) => `  ${l}`),
+    `  return { ${names.map((name, i) => `${name}: v${i}`).join(', ')} }`,
+    '}',
+  ].join('\n')
+  return new Function('parsers', body)(Object.values(members).map((m) => m.parse))
+}
+
+/**
+ * The parser of a track object, generated from its definition (as fast validators such as ajv
+ * generate theirs): the members of `before`, the identifier (`identify`), the members of `after`,
+ * answering `{index, identifier, ...members}`. Generated code reads each member by name and builds
+ * one object of a fixed shape, as a hand-written parser would; a loop over the definition, with
+ * its lookups by computed name, was measurably slower (README, Performance).
+ */
+export function objectParser<B extends Members, A extends Members, I>(
+  list: string,
+  before: B,
+  identify: (obj: Record<string, unknown>, at: string) => I,
+  after: A,
+): (raw: unknown, index: number) => { index: number; identifier: I } & Checked<B> & Checked<A> {
+  if (!MEMBER_NAME.test(list)) throw new Error(`list name ${list} cannot be generated`)
+  const names = [...Object.keys(before), ...Object.keys(after)]
+  const parsers = [...Object.values(before), ...Object.values(after)].map((m) => m.parse)
+  const body = [
+    `const [${parsers.map((_, i) => `p${i}`).join(', ')}] = parsers`,
+    'return function parse(raw, index) {',
+    `  const at = '${list}[' + index + ']'`,
+    "  if (!isPlainObject(raw)) throw new FieldError(at + ': must be an object')",
+    '  const obj = raw',
+    ...checkLines(before, 0).map((l) => `  ${l}`),
+    '  const identifier = identify(obj, at)',
+    ...checkLines(after, Object.keys(before).length).map((l) => `  ${l}`),
+    `  return { index, identifier, ${names.map((name, i) => `${name}: v${i}`).join(', ')} }`,
+    '}',
+  ].join('\n')
+  return new Function('parsers', 'identify', 'isPlainObject', 'FieldError', body)(parsers, identify, isPlainObject, FieldError)
+}
+
+/** The document's shape of `members`. */
+export function docShape(members: Members): Record<string, z.ZodType> {
+  return Object.fromEntries(Object.entries(members).map(([name, m]) => [name, m.doc]))
+}
+
+/** A string of `min` to `max` characters. */
+export function text(min: number, max: number): Member<string> {
+  return {
+    parse(value, field) {
+      if (typeof value !== 'string' || value.length < min || value.length > max) throw new FieldError(`${field}: must be a string of ${min} to ${max} characters`)
+      return value
+    },
+    doc: z.string().min(min).max(max),
+  }
+}
+
+export const optionalString: Member<string | undefined> = {
+  parse(value, field) {
+    if (value !== undefined && typeof value !== 'string') throw new FieldError(`${field}: must be a string`)
+    return value
+  },
+  doc: z.string().optional(),
+}
+
+export const optionalBoolean: Member<boolean | undefined> = {
+  parse(value, field) {
+    if (value !== undefined && typeof value !== 'boolean') throw new FieldError(`${field}: must be a boolean`)
+    return value
+  },
+  doc: z.boolean().optional(),
+}
+
+/** A list whose items a zod schema checks (rare and short lists: push tokens, subscription groups); absent is empty. */
+export function listOf<S extends z.ZodType>(item: S): Member<z.infer<S>[]> {
+  const list = z.array(item)
+  return {
+    parse(value, field) {
+      if (value === undefined) return []
+      const r = list.safeParse(value)
+      if (!r.success) {
+        const issue = r.error.issues[0]
+        const where = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('')
+        throw new FieldError(`${field}${where}: ${issue.message}`)
+      }
+      return r.data
+    },
+    doc: list.optional(),
+  }
+}
 
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/i
 
@@ -15,6 +136,20 @@ export function parseTime(value: unknown, field: string): string {
   if (Number.isNaN(ms)) throw new FieldError(`${field}: must be an ISO 8601 timestamp with an offset or Z, e.g. 2024-05-01T12:00:00Z`)
   return new Date(ms).toISOString()
 }
+
+export const timestamp: Member<string> = {
+  parse: parseTime,
+  doc: z.string().describe('ISO 8601 with an offset or Z, e.g. 2024-05-01T12:00:00Z'),
+}
+
+export function properties(value: unknown, field: string): Record<string, unknown> {
+  if (value === undefined) return {}
+  if (!isPlainObject(value)) throw new FieldError(`${field}: must be an object`)
+  return value
+}
+
+/** An event's or a purchase's properties: any object; absent is empty. */
+export const propertiesMember: Member<Record<string, unknown>> = { parse: properties, doc: z.record(z.string(), z.unknown()).optional() }
 
 export function parseEmail(value: unknown, field: string): string {
   const problem = emailProblem(value)
@@ -28,19 +163,32 @@ export function parsePhone(value: unknown, field: string): string {
   return e164
 }
 
-function nonEmptyString(value: unknown, field: string): string {
-  if (typeof value !== 'string' || value.length === 0) throw new FieldError(`${field}: must be a non-empty string`)
-  if (value.length > 512) throw new FieldError(`${field}: must be at most 512 characters`)
-  return value
+/** Bounded: an id is the key of index rows. */
+const MAX_ID_LENGTH = 512
+
+/** external_id and service_id: a non-empty string. */
+const idString: Member<string> = {
+  parse(value, field) {
+    if (typeof value !== 'string' || value.length === 0) throw new FieldError(`${field}: must be a non-empty string`)
+    if (value.length > MAX_ID_LENGTH) throw new FieldError(`${field}: must be at most ${MAX_ID_LENGTH} characters`)
+    return value
+  },
+  doc: z.string().min(1).max(MAX_ID_LENGTH),
 }
 
-export const UserAlias = z.object({ alias_name: z.string().min(1).max(512), alias_label: z.string().min(1).max(512) }).strict()
+export const UserAlias = z.object({ alias_name: z.string().min(1).max(MAX_ID_LENGTH), alias_label: z.string().min(1).max(MAX_ID_LENGTH) }).strict()
 
-function parseAlias(value: unknown, field: string): { alias_name: string; alias_label: string } {
-  const r = UserAlias.safeParse(value)
-  if (!r.success) throw new FieldError(`${field}: must be an object with string alias_name and alias_label`)
-  return r.data
+const userAlias: Member<z.infer<typeof UserAlias>> = {
+  parse(value, field) {
+    const r = UserAlias.safeParse(value)
+    if (!r.success) throw new FieldError(`${field}: must be an object with string alias_name and alias_label`)
+    return r.data
+  },
+  doc: UserAlias,
 }
+
+/** How the document shows the members that may name the user (identifierOf picks one); email and phone are documented with each object. */
+export const IdentifyingDocs = { external_id: idString.doc.optional(), user_alias: userAlias.doc.optional(), service_id: idString.doc.optional() }
 
 /**
  * The identifier of a track object: exactly one of external_id, user_alias, service_id; or
@@ -49,70 +197,117 @@ function parseAlias(value: unknown, field: string): { alias_name: string; alias_
 export function identifierOf(obj: Record<string, unknown>, prefix: string): Identifier {
   const primary = (['external_id', 'user_alias', 'service_id'] as const).filter((k) => obj[k] !== undefined)
   if (primary.length > 1) throw new FieldError(`${prefix}: send exactly one of external_id, user_alias, service_id (got ${primary.join(', ')})`)
-  if (obj.external_id !== undefined) return { kind: 'external_id', value: nonEmptyString(obj.external_id, `${prefix}.external_id`) }
-  if (obj.user_alias !== undefined) return { kind: 'user_alias', ...parseAlias(obj.user_alias, `${prefix}.user_alias`) }
-  if (obj.service_id !== undefined) return { kind: 'service_id', value: nonEmptyString(obj.service_id, `${prefix}.service_id`) }
+  if (obj.external_id !== undefined) return { kind: 'external_id', value: idString.parse(obj.external_id, `${prefix}.external_id`) }
+  if (obj.user_alias !== undefined) return { kind: 'user_alias', ...userAlias.parse(obj.user_alias, `${prefix}.user_alias`) }
+  if (obj.service_id !== undefined) return { kind: 'service_id', value: idString.parse(obj.service_id, `${prefix}.service_id`) }
   if (obj.email !== undefined && obj.email !== null) return { kind: 'email', value: parseEmail(obj.email, `${prefix}.email`) }
   if (obj.phone !== undefined && obj.phone !== null) return { kind: 'phone', value: parsePhone(obj.phone, `${prefix}.phone`) }
   throw new FieldError(`${prefix}: one of external_id, user_alias, service_id, email or phone is required to identify the user`)
 }
 
-export function properties(value: unknown, field: string): Record<string, unknown> {
-  if (value === undefined) return {}
-  if (!isPlainObject(value)) throw new FieldError(`${field}: must be an object`)
-  return value
-}
-
-const SUBSCRIBE_STATES = ['opted_in', 'subscribed', 'unsubscribed']
-const GENDERS = ['M', 'F', 'O', 'N', 'P']
+/**
+ * Time zones found valid: finding out builds a formatter, which costs more than all other checks
+ * of an object. Bounded, since a name may come in any case.
+ */
+const validZones = new Set<string>()
 
 function validTimeZone(tz: string): boolean {
+  if (validZones.has(tz)) return true
   try {
     new Intl.DateTimeFormat('en', { timeZone: tz })
-    return true
   } catch {
     return false
   }
+  if (validZones.size < 1000) validZones.add(tz)
+  return true
 }
 
-/** Standard profile fields: validated and normalized; `null` clears a field. */
-export function standardField(name: string, value: unknown, field: string): string | null {
+const DATE = /^\d{4}-\d{2}-\d{2}$/
+const TWO_LETTERS = /^[A-Za-z]{2}$/
+
+/**
+ * Each kind of FieldRule (profile-fields.ts): how a string value is checked and normalized, and
+ * how the document shows it (`note`: its description there).
+ */
+type RuleKind<R extends FieldRule> = {
+  check(rule: R, value: string, field: string, nullable: boolean): string
+  doc(rule: R): z.ZodType
+  note?(rule: R): string
+}
+const RuleKinds: { [K in FieldRule['kind']]: RuleKind<Extract<FieldRule, { kind: K }>> } = {
+  text: {
+    check(_, value, field) {
+      if (value.length > 10_000) throw new FieldError(`${field}: must be at most 10000 characters`)
+      return value
+    },
+    doc: () => z.string().max(10_000),
+  },
+  email: {
+    check: (_, value, field) => parseEmail(value, field),
+    doc: () => z.string(),
+    note: () => 'an email address of at most 254 characters; null clears it',
+  },
+  phone: {
+    check: (_, value, field) => parsePhone(value, field),
+    doc: () => z.string(),
+    note: () => 'a phone number with its country code (E.164); null clears it',
+  },
+  date: {
+    check(_, value, field) {
+      if (!DATE.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`))) throw new FieldError(`${field}: must be a date YYYY-MM-DD`)
+      return value
+    },
+    doc: () => z.string().regex(DATE),
+  },
+  timeZone: {
+    check(_, value, field) {
+      if (!validTimeZone(value)) throw new FieldError(`${field}: must be an IANA time zone such as America/New_York`)
+      return value
+    },
+    doc: () => z.string(),
+    note: () => 'an IANA time zone such as America/New_York',
+  },
+  code: {
+    check(rule, value, field) {
+      if (!TWO_LETTERS.test(value)) throw new FieldError(`${field}: must be an ${rule.standard} code`)
+      return rule.letterCase === 'upper' ? value.toUpperCase() : value.toLowerCase()
+    },
+    doc: () => z.string().regex(TWO_LETTERS),
+    note: (rule) => rule.standard,
+  },
+  oneOf: {
+    check(rule, value, field, nullable) {
+      const v = rule.upperCase ? value.toUpperCase() : value
+      if (!rule.values.includes(v)) throw new FieldError(`${field}: must be one of ${rule.values.join(', ')}${nullable ? ' or null' : ''}`)
+      return v
+    },
+    doc: (rule) =>
+      rule.upperCase
+        ? z.string().regex(new RegExp(`^(${[...rule.values, ...rule.values.map((v) => v.toLowerCase())].join('|')})$`))
+        : z.enum(rule.values as [string, ...string[]]),
+  },
+}
+const kindOf = (rule: FieldRule) => RuleKinds[rule.kind] as RuleKind<FieldRule>
+
+/** A profile field an attributes object sets: checked and normalized by its rule; `null` clears it where it may be cleared. */
+export function standardField(name: SettableField, value: unknown, field: string): string | null {
+  const rule = SettableFieldRules.get(name)!
   if (value === null) {
-    if (name === 'email_subscribe' || name === 'push_subscribe') throw new FieldError(`${field}: cannot be null`)
+    if (rule.notNull) throw new FieldError(`${field}: cannot be null`)
     return null
   }
   if (typeof value !== 'string') throw new FieldError(`${field}: must be a string or null`)
-  switch (name) {
-    case 'email':
-      return parseEmail(value, field)
-    case 'phone':
-      return parsePhone(value, field)
-    case 'gender': {
-      const g = value.toUpperCase()
-      if (!GENDERS.includes(g)) throw new FieldError(`${field}: must be one of M, F, O, N, P or null`)
-      return g
-    }
-    case 'dob':
-      if (!/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`))) throw new FieldError(`${field}: must be a date YYYY-MM-DD`)
-      return value
-    case 'country':
-      if (!/^[A-Za-z]{2}$/.test(value)) throw new FieldError(`${field}: must be an ISO 3166-1 alpha-2 code`)
-      return value.toUpperCase()
-    case 'language':
-      if (!/^[A-Za-z]{2}$/.test(value)) throw new FieldError(`${field}: must be an ISO 639-1 code`)
-      return value.toLowerCase()
-    case 'time_zone':
-      if (!validTimeZone(value)) throw new FieldError(`${field}: must be an IANA time zone such as America/New_York`)
-      return value
-    case 'email_subscribe':
-    case 'push_subscribe':
-      if (!SUBSCRIBE_STATES.includes(value)) throw new FieldError(`${field}: must be one of ${SUBSCRIBE_STATES.join(', ')}`)
-      return value
-    default:
-      if (value.length > 10_000) throw new FieldError(`${field}: must be at most 10000 characters`)
-      return value
-  }
+  return kindOf(rule).check(rule, value, field, !rule.notNull)
 }
+
+/** The document's schema of each settable profile field, from the same rules. */
+export const StandardFieldDocs: Record<string, z.ZodType> = Object.fromEntries(
+  [...SettableFieldRules].map(([name, rule]) => {
+    const kind = kindOf(rule)
+    const schema = (rule.notNull ? kind.doc(rule) : kind.doc(rule).nullable()).optional()
+    return [name, kind.note ? schema.describe(kind.note(rule)) : schema]
+  }),
+)
 
 export function customAttribute(name: string, value: unknown, field: string): unknown {
   if (name.length === 0 || name.length > 255) throw new FieldError(`${field}: attribute names must be 1 to 255 characters`)
@@ -120,3 +315,17 @@ export function customAttribute(name: string, value: unknown, field: string): un
   if (problem) throw new FieldError(`${field}: ${problem}`)
   return value
 }
+
+/** How the document shows a custom attribute (customAttributeProblem, shared/domain/attributes.ts, checks it). */
+export const CustomAttributeDoc = z
+  .union([
+    z.string(),
+    z.number(),
+    z.boolean(),
+    z.null(),
+    z.array(z.unknown()),
+    z.object({ inc: z.number().int() }).strict(),
+    z.object({ add: z.array(z.unknown()).optional(), remove: z.array(z.unknown()).optional() }).strict(),
+    z.record(z.string(), z.unknown()),
+  ])
+  .describe('A custom attribute (name of 1 to 255 characters): a value, an array, {inc: n} to add to a number, {add, remove} to edit an array, an object, or null to remove it.')

@@ -1,4 +1,5 @@
 import type { ProfileRow } from '../db/repositories/profile-repository.js'
+import { ProfileFieldNames, type ProfileFieldName } from './profile-fields.js'
 
 /**
  * The exported user record of interface.md 2.4. Profiles are stored in this form (all-time
@@ -12,25 +13,13 @@ export interface EventSummary {
   count: number
 }
 
-export interface UserRecord {
+/** The profile fields (profile-fields.ts) are members too, each left out when not set. */
+export interface UserRecord extends Partial<Record<ProfileFieldName, string>> {
   created_at: string
   external_id?: string
   user_aliases?: { alias_name: string; alias_label: string }[]
   service_id: string
   random_bucket: number
-  first_name?: string
-  last_name?: string
-  email?: string
-  home_city?: string
-  time_zone?: string
-  dob?: string
-  country?: string
-  phone?: string
-  language?: string
-  gender?: string
-  push_subscribe?: string
-  email_subscribe?: string
-  push_opted_in_at?: string
   custom_attributes?: Record<string, unknown>
   custom_events?: EventSummary[]
   purchases?: EventSummary[]
@@ -93,11 +82,6 @@ export interface RecordParts {
   subscriptions: { subscription_group_id: string; subscription_state: string }[]
 }
 
-const OPTIONAL_FIELDS = [
-  'first_name', 'last_name', 'email', 'home_city', 'time_zone', 'dob', 'country', 'phone', 'language', 'gender',
-  'push_subscribe', 'email_subscribe', 'push_opted_in_at',
-] as const
-
 /** Byte order of UTF-8 text, as Postgres' "C" collation sorts it. */
 export function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b))
@@ -108,7 +92,7 @@ export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
   const record: UserRecord = { created_at: p.created_at, service_id: p.service_id, random_bucket: p.random_bucket }
   if (p.external_id !== null) record.external_id = p.external_id
   if (parts.aliases.length) record.user_aliases = parts.aliases
-  for (const f of OPTIONAL_FIELDS) if (p[f] !== null) record[f] = p[f]!
+  for (const f of ProfileFieldNames) if (p[f] !== null) record[f] = p[f]!
   if (Object.keys(p.custom_attributes).length) record.custom_attributes = p.custom_attributes
   // One pass, no closures: this runs for every profile a batch touches.
   const events: EventSummary[] = []

@@ -1,27 +1,15 @@
 import { z } from 'zod'
 import { Identifier, IdentifierByKind } from '../domain/identifiers.js'
+import { SettableFields, type SettableField } from '../domain/profile-fields.js'
 
 /** Track work is spread over partition queues `track-0..N-1`, each one job at a time. */
 export const trackQueueName = (partition: number) => `track-${partition}`
 export const isTrackQueue = (name: string) => name.startsWith('track-')
 
-/** Standard profile fields an attributes object may set (null clears them). */
-export const StandardFields = z
-  .object({
-    first_name: z.string().nullable(),
-    last_name: z.string().nullable(),
-    gender: z.string().nullable(),
-    dob: z.string().nullable(),
-    home_city: z.string().nullable(),
-    country: z.string().nullable(),
-    language: z.string().nullable(),
-    time_zone: z.string().nullable(),
-    email: z.string().nullable(),
-    phone: z.string().nullable(),
-    email_subscribe: z.string().nullable(),
-    push_subscribe: z.string().nullable(),
-  })
-  .partial()
+/** The profile fields an attributes object sets, checked and normalized (null clears one). */
+export const StandardFields = z.object(
+  Object.fromEntries(SettableFields.map((name) => [name, z.string().nullable().optional()])) as Record<SettableField, z.ZodOptional<z.ZodNullable<z.ZodString>>>,
+)
 export type StandardFields = z.infer<typeof StandardFields>
 
 export const AttributeOp = z.object({

@@ -1,16 +1,16 @@
 import type { MemberRow } from '../../shared/clickhouse/segment-repository.js'
 import type { ExportRun } from '../../shared/db/repositories/export-repository.js'
+import { ProfileFieldNames } from '../../shared/domain/profile-fields.js'
 import { projectRecord, type Projection, type UserRecord } from '../../shared/domain/user-record.js'
 
 /**
- * The global control group record holds the fields of interface.md 2.4 up to `apps`: no
- * subscription group, campaign, canvas, card or uninstall fields.
+ * The global control group record holds the fields of interface.md 2.4 up to `apps` (every
+ * profile field among them): no subscription group, campaign, canvas, card or uninstall fields.
  */
 export const GlobalControlGroupFields: readonly string[] = [
-  'created_at', 'external_id', 'user_aliases', 'service_id', 'random_bucket', 'first_name', 'last_name', 'email',
-  'home_city', 'time_zone', 'dob', 'country', 'phone', 'language', 'gender', 'last_coordinates', 'total_revenue',
-  'attributed_campaign', 'attributed_source', 'attributed_adgroup', 'attributed_ad', 'push_subscribe', 'email_subscribe',
-  'push_opted_in_at', 'custom_attributes', 'custom_events', 'purchases', 'devices', 'push_tokens', 'apps',
+  'created_at', 'external_id', 'user_aliases', 'service_id', 'random_bucket', ...ProfileFieldNames, 'last_coordinates',
+  'total_revenue', 'attributed_campaign', 'attributed_source', 'attributed_adgroup', 'attributed_ad', 'custom_attributes',
+  'custom_events', 'purchases', 'devices', 'push_tokens', 'apps',
 ]
 
 export function projectionOf(run: ExportRun, now: Date): Projection {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { aliasKey, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
+import { NoProfileFields } from '../../shared/domain/profile-fields.js'
 import { byteOrder, userRecordOf, type RecordParts, type UserRecord } from '../../shared/domain/user-record.js'
 
 /** Random bytes drawn from a pool: a system call per profile weighs more than the rest of its creation. */
@@ -97,19 +98,9 @@ export class ProfileIndex {
       workspace_id: this.workspaceId,
       service_id: newServiceId(),
       external_id: id?.kind === 'external_id' ? id.value : null,
+      ...NoProfileFields,
       email: id?.kind === 'email' ? id.value : null,
       phone: id?.kind === 'phone' ? id.value : null,
-      first_name: null,
-      last_name: null,
-      gender: null,
-      dob: null,
-      home_city: null,
-      country: null,
-      language: null,
-      time_zone: null,
-      email_subscribe: null,
-      push_subscribe: null,
-      push_opted_in_at: null,
       custom_attributes: {},
       random_bucket: newRandomBucket(),
       push_import_anonymous: opts.anonymous ?? false,

@@ -1,24 +1,12 @@
+import { ProfileFields, type ProfileFieldValues } from '../../domain/profile-fields.js'
 import { query, type Queryable } from '../pool.js'
 
-/** A profile row as the workers read and write it. */
-export interface ProfileRow {
+/** A profile row as the workers read and write it: its keys, its fields (shared/domain/profile-fields.ts), the rest. */
+export interface ProfileRow extends ProfileFieldValues {
   id: number
   workspace_id: string
   service_id: string
   external_id: string | null
-  email: string | null
-  phone: string | null
-  first_name: string | null
-  last_name: string | null
-  gender: string | null
-  dob: string | null
-  home_city: string | null
-  country: string | null
-  language: string | null
-  time_zone: string | null
-  email_subscribe: string | null
-  push_subscribe: string | null
-  push_opted_in_at: string | null
   custom_attributes: Record<string, unknown>
   random_bucket: number
   push_import_anonymous: boolean
@@ -27,12 +15,38 @@ export interface ProfileRow {
   version: number
 }
 
-export const SELECT_PROFILE = `SELECT p.id, p.workspace_id, p.service_id, p.external_id, p.email, p.phone, p.first_name, p.last_name,
-  p.gender, p.dob, p.home_city, p.country, p.language, p.time_zone, p.email_subscribe, p.push_subscribe,
-  to_char(p.push_opted_in_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS push_opted_in_at,
-  p.custom_attributes, p.random_bucket, p.push_import_anonymous,
-  to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
-  to_char(p.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at, p.version`
+type Column = readonly [name: keyof ProfileRow, type: 'bigint' | 'int' | 'text' | 'jsonb' | 'boolean' | 'timestamptz']
+
+const FIELD_COLUMNS: readonly Column[] = ProfileFields.map((f) => [f.name, f.sql])
+
+/** The columns saveProfiles writes, with their types as json_to_recordset reads them. */
+const WRITE_FIELDS: readonly Column[] = [
+  ['id', 'bigint'], ['workspace_id', 'text'], ['service_id', 'text'], ['external_id', 'text'],
+  ...FIELD_COLUMNS,
+  ['custom_attributes', 'jsonb'], ['random_bucket', 'int'], ['push_import_anonymous', 'boolean'], ['created_at', 'timestamptz'],
+]
+const WRITE_COLUMNS = WRITE_FIELDS.map(([name, type]) => `${name} ${type}`).join(', ')
+
+/** What a rewrite of a stored profile sets: all but its id, workspace, service id, random bucket and creation time, which never change. */
+const UPDATED: readonly Column[] = [['external_id', 'text'], ...FIELD_COLUMNS, ['custom_attributes', 'jsonb'], ['push_import_anonymous', 'boolean']]
+
+/** A column as a row holds it: times as ISO 8601 UTC text with milliseconds, as JavaScript writes them. */
+const selected = ([name, type]: Column) =>
+  type === 'timestamptz' ? `to_char(p.${name} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${name}` : `p.${name}`
+
+/** A written column's value: a false boolean is left out of the JSON (profileRowsJson) and reads back as null. */
+const written = ([name, type]: Column) => (type === 'boolean' ? `coalesce(r.${name}, false)` : `r.${name}`)
+
+const READ_FIELDS: readonly Column[] = [...WRITE_FIELDS, ['updated_at', 'timestamptz'], ['version', 'int']]
+export const SELECT_PROFILE = `SELECT ${READ_FIELDS.map(selected).join(', ')}`
+
+const INSERT_PROFILES = `INSERT INTO profiles (${WRITE_FIELDS.map(([name]) => name).join(', ')}, updated_at, version)
+       SELECT ${WRITE_FIELDS.map(written).join(', ')}, now(), 1
+         FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})`
+
+const UPDATE_PROFILES = `UPDATE profiles p SET ${UPDATED.map((c) => `${c[0]} = ${written(c)}`).join(', ')}, updated_at = now(), version = p.version + 1
+       FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})
+       WHERE p.id = r.id`
 
 export interface ProfileLookup {
   externalIds?: string[]
@@ -113,16 +127,6 @@ export async function allocateProfileIds(db: Queryable, count: number): Promise<
   return r.rows.map((x) => x.id)
 }
 
-/** The columns saveProfiles writes, with their types as json_to_recordset reads them. */
-const WRITE_FIELDS = [
-  ['id', 'bigint'], ['workspace_id', 'text'], ['service_id', 'text'], ['external_id', 'text'], ['email', 'text'], ['phone', 'text'],
-  ['first_name', 'text'], ['last_name', 'text'], ['gender', 'text'], ['dob', 'text'], ['home_city', 'text'], ['country', 'text'],
-  ['language', 'text'], ['time_zone', 'text'], ['email_subscribe', 'text'], ['push_subscribe', 'text'],
-  ['push_opted_in_at', 'timestamptz'], ['custom_attributes', 'jsonb'], ['random_bucket', 'int'], ['push_import_anonymous', 'boolean'],
-  ['created_at', 'timestamptz'],
-] as const satisfies readonly (readonly [keyof ProfileRow, string])[]
-const WRITE_COLUMNS = WRITE_FIELDS.map(([name, type]) => `${name} ${type}`).join(', ')
-
 /**
  * Rows as json_to_recordset reads them, null and false fields left out (read back as null; the
  * statements coalesce push_import_anonymous): most profile fields are empty, and a third of the
@@ -144,32 +148,10 @@ function profileRowsJson(rows: ProfileRow[]): string {
 /** Inserts new profiles and rewrites changed ones, one statement each, bumping version and updated_at. */
 export async function saveProfiles(db: Queryable, created: ProfileRow[], changed: ProfileRow[]): Promise<void> {
   if (created.length) {
-    await query(
-      db,
-      'insertProfiles',
-      `INSERT INTO profiles (id, workspace_id, service_id, external_id, email, phone, first_name, last_name, gender, dob, home_city,
-         country, language, time_zone, email_subscribe, push_subscribe, push_opted_in_at, custom_attributes, random_bucket,
-         push_import_anonymous, created_at, updated_at, version)
-       SELECT r.id, r.workspace_id, r.service_id, r.external_id, r.email, r.phone, r.first_name, r.last_name, r.gender, r.dob,
-         r.home_city, r.country, r.language, r.time_zone, r.email_subscribe, r.push_subscribe, r.push_opted_in_at,
-         r.custom_attributes, r.random_bucket, coalesce(r.push_import_anonymous, false), r.created_at, now(), 1
-         FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})`,
-      [profileRowsJson(created)],
-    )
+    await query(db, 'insertProfiles', INSERT_PROFILES, [profileRowsJson(created)])
   }
   if (changed.length) {
-    await query(
-      db,
-      'updateProfiles',
-      `UPDATE profiles p SET external_id = r.external_id, email = r.email, phone = r.phone, first_name = r.first_name,
-         last_name = r.last_name, gender = r.gender, dob = r.dob, home_city = r.home_city, country = r.country,
-         language = r.language, time_zone = r.time_zone, email_subscribe = r.email_subscribe, push_subscribe = r.push_subscribe,
-         push_opted_in_at = r.push_opted_in_at, custom_attributes = r.custom_attributes,
-         push_import_anonymous = coalesce(r.push_import_anonymous, false), updated_at = now(), version = p.version + 1
-       FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})
-       WHERE p.id = r.id`,
-      [profileRowsJson(changed)],
-    )
+    await query(db, 'updateProfiles', UPDATE_PROFILES, [profileRowsJson(changed)])
   }
 }
 
