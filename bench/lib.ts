@@ -9,6 +9,8 @@ import { SERVICE_NODE_FLAGS } from '../bin/process-flags.js'
 import { withDefaultUser } from '../shared/db/pool.js'
 
 export const root = path.resolve(import.meta.dirname, '..')
+/** The tree whose service the parts start: another checkout (BENCH_SERVICE_ROOT) measures its code under this bench. */
+const serviceRoot = process.env.BENCH_SERVICE_ROOT ? path.resolve(process.env.BENCH_SERVICE_ROOT) : root
 /** Read at each call: `make bench` sets it once it has started its own Postgres (bench/postgres.ts). */
 export const pgBase = () => process.env.BENCH_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
 
@@ -63,7 +65,7 @@ export async function startService(args: string[], env: Record<string, string>, 
   const command = [process.execPath, ...profile, ...SERVICE_NODE_FLAGS, '--import', 'tsx', 'bin/main.ts', ...args]
   const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
   const child = spawn(file, argv, {
-    cwd: root,
+    cwd: serviceRoot,
     env: { ...inherited, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', ...env, ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }) },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
