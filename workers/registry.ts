@@ -1,7 +1,7 @@
 import type { Worker } from 'bullmq'
 import type { Context } from '../shared/context.js'
 import type { JobName } from '../shared/queue/jobs.js'
-import { QueueNames, queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
+import { QueueNames, Queues, queueNamesFor, type WorkerRole } from '../shared/queue/queues.js'
 import { queueFamily, type Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
 import { ReadPriority } from './clickhouse-reads/priority.js'
@@ -23,12 +23,6 @@ const processors: { [N in JobName]: (deps: WorkerDeps) => Processor<N> | BatchPr
   deliverCallback: createCallbackProcessor,
 }
 
-const jobOfRole: Record<WorkerRole, JobName> = {
-  track: 'applyTrackBatch',
-  identity: 'applyIdentityChange',
-  export: 'runExport',
-  callback: 'deliverCallback',
-}
 
 /** Starts the workers of the given roles in this process. */
 export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: Metrics): Promise<Worker[]> {
@@ -49,7 +43,7 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
     for (const outcome of ['ok', 'skip', 'fail'] as const) metrics.jobs.inc({ queue: role, outcome }, 0)
     metrics.jobsStalled.inc({ queue: role }, 0)
     for (const status of ['done', 'failed'] as const) metrics.requestDone.zero({ queue: role, status })
-    const jobName = jobOfRole[role]
+    const jobName: JobName = Queues[role].job
     const processor = processors[jobName](deps) as Processor<typeof jobName> | BatchProcessor<typeof jobName>
     for (const queue of queueNamesFor(role, ctx.config.TRACK_PARTITIONS)) {
       workers.push(

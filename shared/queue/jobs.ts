@@ -1,30 +1,20 @@
 import type { JobsOptions } from 'bullmq'
 import type { z } from 'zod'
 import { RetryableError } from '../errors.js'
-import { CallbackJob } from './callback-jobs.js'
-import { ExportJob } from './export-jobs.js'
-import { IdentityJob } from './identity-jobs.js'
-import { QueueNames, type QueueRegistry, type WorkerRole, isOrderedQueue } from './queues.js'
+import { QueueNames, Queues, WorkerRoles, type QueueRegistry, type WorkerRole, isOrderedQueue } from './queues.js'
 import type { BacklogBound, BacklogRefusal, JobShare, RequestTracker } from './request-tracker.js'
-import { TrackJob } from './track-jobs.js'
 
-/** One job type per queue; the payload schema is shared by producer and consumer. */
-export const JobPayloads = {
-  applyTrackBatch: TrackJob,
-  applyIdentityChange: IdentityJob,
-  runExport: ExportJob,
-  deliverCallback: CallbackJob,
-} as const
+type QueueRow = (typeof Queues)[WorkerRole]
+export type JobName = QueueRow['job']
 
-export type JobName = keyof typeof JobPayloads
+/** One job type per queue (shared/queue/queues.ts); the payload schema is shared by producer and consumer. */
+export const JobPayloads = Object.fromEntries(WorkerRoles.map((r) => [Queues[r].job, Queues[r].payload])) as {
+  [N in JobName]: Extract<QueueRow, { job: N }>['payload']
+}
 export type JobOf<N extends JobName> = z.infer<(typeof JobPayloads)[N]>
 
-export const JobRoles: Record<JobName, WorkerRole> = {
-  applyTrackBatch: 'track',
-  applyIdentityChange: 'identity',
-  runExport: 'export',
-  deliverCallback: 'callback',
-}
+/** The worker role whose queue carries each job. */
+export const JobRoles = Object.fromEntries(WorkerRoles.map((r) => [Queues[r].job, r])) as Record<JobName, WorkerRole>
 
 export type QueuedJob = {
   [N in JobName]: { name: N; data: JobOf<N>; partition?: number; opts?: JobsOptions }
@@ -35,7 +25,7 @@ export function queueOf(job: QueuedJob): string {
   return role === 'track' ? QueueNames.track(job.partition ?? 0) : QueueNames[role]
 }
 
-/** Ordered queues retry inside the processor (a BullMQ retry would send the job to the back). */
+/** Ordered queues retry inside the processor (Queues); the others through BullMQ, with backoff. */
 function optionsFor(queue: string): JobsOptions {
   return isOrderedQueue(queue) ? { attempts: 1 } : { attempts: 8, backoff: { type: 'exponential', delay: 2000 } }
 }

@@ -1,29 +1,38 @@
 import { Queue, type JobsOptions } from 'bullmq'
 import type { Redis } from 'ioredis'
-import { CALLBACK_QUEUE } from './callback-jobs.js'
-import { EXPORT_QUEUE } from './export-jobs.js'
-import { IDENTITY_QUEUE } from './identity-jobs.js'
-import { isTrackQueue, trackQueueName } from './track-jobs.js'
+import { CALLBACK_QUEUE, CallbackJob } from './callback-jobs.js'
+import { EXPORT_QUEUE, ExportJob } from './export-jobs.js'
+import { IDENTITY_QUEUE, IdentityJob } from './identity-jobs.js'
+import { TrackJob, isTrackQueue, trackQueueName } from './track-jobs.js'
 
-/** Queue names by worker role; each is defined with its queue's job contract. */
-export const QueueNames = {
-  track: trackQueueName,
-  identity: IDENTITY_QUEUE,
-  export: EXPORT_QUEUE,
-  callback: CALLBACK_QUEUE,
+/**
+ * The queues, one row per worker role: its queue name (defined with its job contract; track is
+ * split into partitions `track-0..N-1`), its one job's name and payload schema, and whether its
+ * jobs run strictly one at a time, in order, across every process (and so retry in place: a
+ * BullMQ retry would send the job to the back). What else lists queues is derived from this.
+ */
+export const Queues = {
+  track: { name: trackQueueName, job: 'applyTrackBatch', payload: TrackJob, ordered: true },
+  identity: { name: IDENTITY_QUEUE, job: 'applyIdentityChange', payload: IdentityJob, ordered: true },
+  export: { name: EXPORT_QUEUE, job: 'runExport', payload: ExportJob, ordered: false },
+  callback: { name: CALLBACK_QUEUE, job: 'deliverCallback', payload: CallbackJob, ordered: false },
 } as const
 
-export type WorkerRole = 'track' | 'identity' | 'export' | 'callback'
-export const WorkerRoles: WorkerRole[] = ['track', 'identity', 'export', 'callback']
+export type WorkerRole = keyof typeof Queues
+export const WorkerRoles = Object.keys(Queues) as WorkerRole[]
+
+/** Queue names by worker role. */
+export const QueueNames = Object.fromEntries(WorkerRoles.map((r) => [r, Queues[r].name])) as { [R in WorkerRole]: (typeof Queues)[R]['name'] }
 
 export function queueNamesFor(role: WorkerRole, partitions: number): string[] {
   if (role === 'track') return Array.from({ length: partitions }, (_, p) => QueueNames.track(p))
   return [QueueNames[role]]
 }
 
-/** Queues whose jobs must run strictly one at a time, in order, across every worker process. */
+/** Queues whose jobs must run strictly one at a time, in order, across every process. */
 export function isOrderedQueue(name: string): boolean {
-  return isTrackQueue(name) || name === IDENTITY_QUEUE
+  if (isTrackQueue(name)) return Queues.track.ordered
+  return WorkerRoles.some((r) => Queues[r].name === name && Queues[r].ordered)
 }
 
 const defaultJobOptions: JobsOptions = {
@@ -71,7 +80,7 @@ export class QueueRegistry {
   }
 
   allNames(): string[] {
-    return [...queueNamesFor('track', this.partitions), QueueNames.identity, QueueNames.export, QueueNames.callback]
+    return WorkerRoles.flatMap((r) => queueNamesFor(r, this.partitions))
   }
 
   async close(): Promise<void> {
