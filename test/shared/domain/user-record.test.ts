@@ -1,32 +1,19 @@
 import { describe, expect, it } from 'vitest'
-import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
 import { byteOrder, userRecordOf } from '../../../shared/domain/user-record.js'
+import { storedProfile } from '../../helpers/stored-profile.js'
 
-const stored: ProfileRow = {
-  id: 9,
+const stored = storedProfile(9, {
   workspace_id: 'ws',
-  service_id: 'svc-9',
   external_id: 'ann',
   email: 'ann@example.com',
-  phone: null,
   first_name: 'Ann',
-  last_name: null,
-  gender: null,
-  dob: null,
-  home_city: null,
   country: 'NO',
-  language: null,
-  time_zone: null,
-  email_subscribe: null,
   push_subscribe: 'unsubscribed',
-  push_opted_in_at: null,
   custom_attributes: { plan: 'pro' },
   random_bucket: 42,
-  push_import_anonymous: false,
-  created_at: '2026-01-01T00:00:00.000Z',
   updated_at: '2026-02-01T00:00:00.000Z',
   version: 5,
-}
+})
 
 describe('the user record of a stored profile', () => {
   it('leaves empty fields out, splits summaries into events and purchases, and marks tokens by the push state', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
+import { storedProfile } from '../../helpers/stored-profile.js'
 import type { AttributeOp, EventOp, TrackJob } from '../../../shared/queue/track-jobs.js'
 import {
   applyAttributes,
@@ -16,34 +17,7 @@ import { ProfileIndex } from '../../../workers/track/profile-index.js'
 const WS = 'ws-1'
 const NOW = '2026-05-01T00:00:00.000Z'
 
-function profile(id: number, fields: Partial<ProfileRow> = {}): ProfileRow {
-  return {
-    id,
-    workspace_id: WS,
-    service_id: `svc-${id}`,
-    external_id: null,
-    email: null,
-    phone: null,
-    first_name: null,
-    last_name: null,
-    gender: null,
-    dob: null,
-    home_city: null,
-    country: null,
-    language: null,
-    time_zone: null,
-    email_subscribe: null,
-    push_subscribe: null,
-    push_opted_in_at: null,
-    custom_attributes: {},
-    random_bucket: 7,
-    push_import_anonymous: false,
-    created_at: '2026-01-01T00:00:00.000Z',
-    updated_at: '2026-01-01T00:00:00.000Z',
-    version: 3,
-    ...fields,
-  }
-}
+const profile = (id: number, fields: Partial<ProfileRow> = {}) => storedProfile(id, fields, WS)
 
 /** A batch over stored profiles `ann` (id 1, with an email and a token) and `bob` (id 2), group `g-1` existing. */
 function batchOf(opts: { idPool?: number[] } = {}): { batch: TrackBatch; ann: ProfileRow; bob: ProfileRow } {
