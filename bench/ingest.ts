@@ -7,7 +7,7 @@ import { dropQueueKeys, percentile } from './lib.js'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { WORKER_NICE } from '../bin/process-flags.js'
 import { startLayout, type Layout } from './layout.js'
-import { allFinished, closedLoop, openLoop, post, round, summarize, timeToDone, whileDraining, type Target } from './load.js'
+import { allFinished, fullLoad, openLoop, post, round, summarize, timeToDone, whileDraining, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const mode = process.argv[2] === 'split' ? 'split' : 'embedded'
@@ -23,31 +23,10 @@ const REST = { rps: num('BENCH_REST_RPS', 10), seconds: num('BENCH_REST_SECONDS'
 const APPLY_DEADLINE_MS = num('BENCH_APPLY_DEADLINE_SECONDS', 600) * 1000
 const SMALL_DONE_DEADLINE_MS = 120_000
 
-/** Full-size load, 32 in flight: accepted (last 2xx) and applied (every request `done`) from the first send. */
-async function fullLoad(t: Target, bodies: string[]) {
-  const sent = await closedLoop({ count: bodies.length, concurrency: CONCURRENCY, send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i]) })
-  const c = await allFinished(t, sent.ids, { pollMs: 20, deadline: sent.startedAt + APPLY_DEADLINE_MS })
-  const objects = bodies.length * PER_KIND * 3
-  const seconds = c.doneAt === undefined ? undefined : (c.doneAt - sent.startedAt) / 1000
-  return {
-    requests: bodies.length,
-    objects,
-    attributeRows: bodies.length * PER_KIND,
-    eventRows: bodies.length * PER_KIND * 2,
-    concurrency: CONCURRENCY,
-    acceptSeconds: round((sent.acceptedAt - sent.startedAt) / 1000),
-    acceptedPerSecond: Math.round(objects / ((sent.acceptedAt - sent.startedAt) / 1000)),
-    /** First request sent to last request seen `done`. */
-    seconds: seconds === undefined ? null : round(seconds),
-    appliedPerSecond: seconds === undefined ? null : Math.round(objects / seconds),
-    notAppliedAtDeadline: c.pending,
-    failedRequests: c.failed,
-    requestsWithErrors: c.withErrors,
-    completionResolutionMs: c.pollMs,
-    apiP50Ms: round(percentile(sent.latencies, 50)),
-    apiP99Ms: round(percentile(sent.latencies, 99)),
-    retried429: sent.retried429,
-  }
+/** Full-size load, 32 in flight (`fullLoad`), with the rows it holds. */
+async function fullIngest(t: Target, bodies: string[]) {
+  const { figures } = await fullLoad(t, bodies, { concurrency: CONCURRENCY, objects: bodies.length * PER_KIND * 3, deadlineMs: APPLY_DEADLINE_MS })
+  return { ...figures, attributeRows: bodies.length * PER_KIND, eventRows: bodies.length * PER_KIND * 2 }
 }
 
 /**
@@ -143,7 +122,7 @@ async function main() {
   const tag = randomBytes(3).toString('hex')
   try {
     const bodies = Array.from({ length: REQUESTS }, (_, i) => trackBody(i, USERS, `${mode[0]}${tag}-`))
-    const full = await fullLoad(t, bodies)
+    const full = await fullIngest(t, bodies)
     let figures: Record<string, unknown> = {}
     if (mode === 'split') {
       const smallRequests = await smallAtRate(t, `s${tag}-`)

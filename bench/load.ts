@@ -302,6 +302,35 @@ export async function timeToDone(url: string, key: string, id: string, since: nu
 export const round = (n: number) => Math.round(n * 100) / 100
 
 /**
+ * Full-size /users/track bodies sent `concurrency` in flight, then every one awaited `done`:
+ * accepted (last 2xx) and applied (last `done`) from the first send, as every ingest part reports them.
+ */
+export async function fullLoad(t: Target, bodies: string[], opts: { concurrency: number; objects: number; deadlineMs: number }) {
+  const sent = await closedLoop({ count: bodies.length, concurrency: opts.concurrency, send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i]) })
+  const done = await allFinished(t, sent.ids, { pollMs: 20, deadline: sent.startedAt + opts.deadlineMs })
+  const { objects } = opts
+  const seconds = done.doneAt === undefined ? undefined : (done.doneAt - sent.startedAt) / 1000
+  const figures = {
+    requests: bodies.length,
+    objects,
+    concurrency: opts.concurrency,
+    acceptSeconds: round((sent.acceptedAt - sent.startedAt) / 1000),
+    acceptedPerSecond: Math.round(objects / ((sent.acceptedAt - sent.startedAt) / 1000)),
+    /** First request sent to last request seen `done`. */
+    seconds: seconds === undefined ? null : round(seconds),
+    appliedPerSecond: seconds === undefined ? null : Math.round(objects / seconds),
+    notAppliedAtDeadline: done.pending,
+    failedRequests: done.failed,
+    requestsWithErrors: done.withErrors,
+    completionResolutionMs: done.pollMs,
+    apiP50Ms: round(percentile(sent.latencies, 50)),
+    apiP99Ms: round(percentile(sent.latencies, 99)),
+    retried429: sent.retried429,
+  }
+  return { sent, done, figures }
+}
+
+/**
  * Runs `measure` while the worker drains a full-size backlog: the worker is stopped (then
  * `backlog.warmUp` runs, while nothing is applied), the backlog enqueued (until `count` requests or
  * the first 429: the bound is reached), the worker started again, then `measure` runs. `drainedAt` is when the backlog's last request was first seen done

@@ -6,10 +6,10 @@
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
 import pg from 'pg'
-import { dropQueueKeys, percentile } from './lib.js'
+import { dropQueueKeys } from './lib.js'
 import { requestsFor } from './ingest-load.js'
 import { startLayout, type Layout } from './layout.js'
-import { allFinished, closedLoop, post, round, type Target } from './load.js'
+import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
 import { readPreloaded, serviceEnv, type Preloaded } from './preload.js'
@@ -18,12 +18,9 @@ const USERS = Number(process.argv[2] ?? 100_000)
 const CONCURRENCY = 32
 const APPLY_DEADLINE_MS = Number(process.env.BENCH_APPLY_DEADLINE_SECONDS ?? 600) * 1000
 
-/** Sends bodies 32 in flight and waits until every one is done. */
-async function sendAll(t: Target, bodies: string[], deadlineMs = APPLY_DEADLINE_MS) {
-  const sent = await closedLoop({ count: bodies.length, concurrency: CONCURRENCY, send: (i) => post(t.urls[i % t.urls.length], t.key, '/users/track', bodies[i]) })
-  const done = await allFinished(t, sent.ids, { pollMs: 20, deadline: sent.startedAt + deadlineMs })
-  return { sent, done }
-}
+/** Sends bodies 32 in flight and waits until every one is done (`fullLoad`). */
+const sendAll = (t: Target, bodies: string[]) =>
+  fullLoad(t, bodies, { concurrency: CONCURRENCY, objects: bodies.length * MIXED_PER_KIND * 3, deadlineMs: APPLY_DEADLINE_MS })
 
 export interface MixedRun {
   layout: Layout
@@ -72,31 +69,18 @@ async function main() {
   const run = await startMixed(preloaded)
   const prior = await before(run, preloaded, e)
   const bodies = requests.map((r, i) => mixedBody(r, i, run.tag))
-  const { sent, done } = await sendAll(run.t, bodies)
-  const objects = bodies.length * MIXED_PER_KIND * 3
-  const seconds = done.doneAt === undefined ? undefined : (done.doneAt - sent.startedAt) / 1000
+  const { figures } = await sendAll(run.t, bodies)
   const checked = await stopAndCheck(run, preloaded, e, prior)
   console.log(
     JSON.stringify({
       mode: 'mixed',
       layout: 'split',
       preloaded: { profiles: preloaded.profiles, events: preloaded.events },
-      requests: bodies.length,
-      objects,
+      ...figures,
       attributeRows: bodies.length * MIXED_PER_KIND,
       eventRows: bodies.length * MIXED_PER_KIND * 2,
       distinctUsers: e.size,
-      concurrency: CONCURRENCY,
       setupSeconds: run.setupSeconds,
-      acceptedPerSecond: Math.round(objects / ((sent.acceptedAt - sent.startedAt) / 1000)),
-      seconds: seconds === undefined ? null : round(seconds),
-      appliedPerSecond: seconds === undefined ? null : Math.round(objects / seconds),
-      notAppliedAtDeadline: done.pending,
-      failedRequests: done.failed,
-      requestsWithErrors: done.withErrors,
-      apiP50Ms: round(percentile(sent.latencies, 50)),
-      apiP99Ms: round(percentile(sent.latencies, 99)),
-      retried429: sent.retried429,
       check: checked,
     }),
   )

@@ -45,14 +45,8 @@ interface Raw {
   pgUpsertRowsPerSecond: number
   chInsertRowsPerSecond: number
 }
-interface Mixed {
-  objects: number
-  attributeRows: number
-  eventRows: number
-  acceptedPerSecond: number
-  appliedPerSecond: number | null
-  seconds: number | null
-  apiP99Ms: number
+/** The mixed part reports what an ingest part does, plus its exactness check. */
+type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
 }
 interface SoakMinute {
