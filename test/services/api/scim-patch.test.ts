@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
+import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { expectScimError, scimCaller } from '../../helpers/scim.js'
 
 /**
  * The SCIM User resource beyond interface.md 2.6, PATCH (RFC 7644 section 3.5.2) and versions
@@ -9,27 +10,14 @@ import { request, startTestEnv, type HttpResult, type TestEnv } from '../../help
 const ORIGIN = 'idp.example'
 const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User'
 const PATCH_OP = 'urn:ietf:params:scim:api:messages:2.0:PatchOp'
-const ERROR_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:Error'
 const NOT_FOUND_BODY = '{"schemas":["urn:ietf:params:scim:api:messages:2.0:Error"],"detail":"User not found","status":404}'
 
 let env: TestEnv
 let token: string
 let workspace: { id: string; name: string }
 
-function scim(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<HttpResult> {
-  return request(env.baseUrl, method, path, {
-    token,
-    body: opts.body,
-    headers: { 'x-request-origin': ORIGIN, ...(opts.body !== undefined ? { 'content-type': 'application/scim+json' } : {}), ...opts.headers },
-  })
-}
+const scim = scimCaller(() => ({ baseUrl: env.baseUrl, token, origin: ORIGIN }))
 
-function expectScimError(r: HttpResult, status: number, scimType?: string) {
-  expect(r.status, r.text).toBe(status)
-  expect(r.headers.get('content-type')).toMatch(/^application\/scim\+json/)
-  expect(r.body).toMatchObject({ schemas: [ERROR_SCHEMA], status, detail: expect.any(String) })
-  expect(r.body.scimType).toBe(scimType)
-}
 
 /** The body an identity provider sends on create, with the interface's own attributes. */
 function fullUser(userName: string, overrides: Record<string, unknown> = {}) {

@@ -1,6 +1,7 @@
 import SCIMMY from 'scimmy'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
+import { request, startTestEnv, type TestEnv } from '../../helpers/harness.js'
+import { expectScimError, scimCaller } from '../../helpers/scim.js'
 
 /**
  * SCIM queries (RFC 7644 section 3.4): filters on the attributes identity providers match on,
@@ -10,25 +11,13 @@ const ORIGIN = 'queries.example'
 const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User'
 const LIST = 'urn:ietf:params:scim:api:messages:2.0:ListResponse'
 const SEARCH = 'urn:ietf:params:scim:api:messages:2.0:SearchRequest'
-const ERROR_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:Error'
 
 let env: TestEnv
 let token: string
 const users: Record<string, { id: string; meta: { lastModified: string; created: string } }> = {}
 
-function scim(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<HttpResult> {
-  return request(env.baseUrl, method, path, {
-    token,
-    body: opts.body,
-    headers: { 'x-request-origin': ORIGIN, ...(opts.body !== undefined ? { 'content-type': 'application/scim+json' } : {}), ...opts.headers },
-  })
-}
+const scim = scimCaller(() => ({ baseUrl: env.baseUrl, token, origin: ORIGIN }))
 
-function expectScimError(r: HttpResult, status: number, scimType?: string) {
-  expect(r.status, r.text).toBe(status)
-  expect(r.body).toMatchObject({ schemas: [ERROR_SCHEMA], status, detail: expect.any(String) })
-  expect(r.body.scimType).toBe(scimType)
-}
 
 /** The user keys (see beforeAll) a filter selects, in listing order. */
 async function select(filter: string): Promise<string[]> {

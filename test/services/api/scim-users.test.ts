@@ -5,10 +5,10 @@ import { ScimBucket } from '../../../shared/domain/rate-limits.js'
 import { CompanyPermissions, Departments, WorkspacePermissions, parseUserFilter } from '../../../shared/domain/scim.js'
 import { OperatorGeneration } from '../../../shared/operator-changes.js'
 import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
+import { SCIM_ERROR_SCHEMA, expectScimError, scimCaller } from '../../helpers/scim.js'
 
 const ORIGIN = 'corp.example'
 const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User'
-const ERROR_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:Error'
 const NOT_FOUND_BODY = '{"schemas":["urn:ietf:params:scim:api:messages:2.0:Error"],"detail":"User not found","status":404}'
 
 let env: TestEnv
@@ -16,13 +16,7 @@ let token: string
 let sales: { id: string; name: string }
 let support: { id: string; name: string }
 
-function scim(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<HttpResult> {
-  return request(env.baseUrl, method, path, {
-    token,
-    body: opts.body,
-    headers: { 'x-request-origin': ORIGIN, ...(opts.body !== undefined ? { 'content-type': 'application/scim+json' } : {}), ...opts.headers },
-  })
-}
+const scim = scimCaller(() => ({ baseUrl: env.baseUrl, token, origin: ORIGIN }))
 
 function newUser(userName: string, overrides: Record<string, unknown> = {}) {
   return {
@@ -51,12 +45,6 @@ async function createUser(userName: string, overrides: Record<string, unknown> =
   return r.body
 }
 
-function expectScimError(r: HttpResult, status: number, scimType?: string) {
-  expect(r.status).toBe(status)
-  expect(r.headers.get('content-type')).toMatch(/^application\/scim\+json/)
-  expect(r.body).toMatchObject({ schemas: [ERROR_SCHEMA], status, detail: expect.any(String) })
-  expect(r.body.scimType).toBe(scimType)
-}
 
 async function workspace(name: string) {
   const r = await env.admin('POST', '/admin/v1/workspaces', { name })
@@ -510,7 +498,7 @@ describe('third-party check with SCIMMY', () => {
   }
 
   function expectValidError(r: HttpResult) {
-    expect(r.body.schemas).toEqual([ERROR_SCHEMA])
+    expect(r.body.schemas).toEqual([SCIM_ERROR_SCHEMA])
     // Its outbound constructor checks that the status and scimType go together (RFC 7644 3.12).
     expect(() => new SCIMMY.Messages.ErrorResponse({ status: r.body.status, scimType: r.body.scimType, detail: r.body.detail })).not.toThrow()
     expect(() => new SCIMMY.Messages.ErrorResponse(r.body)).toThrow(expect.objectContaining({ name: 'SCIMError', status: r.status }))
