@@ -53,9 +53,12 @@ async function main() {
   const roles = parseRoles(process.argv.slice(2))
   const logger = createLogger(config.LOG_LEVEL)
   // A stop asked for while starting (migrations, the embedded engine) is honoured once started, with exit 0.
+  // One listener for the whole life of the process: removing a signal's last listener closes libuv's
+  // handle for it, and a signal already caught but not yet dispatched to that handle is dropped.
   let stopAsked: string | undefined
-  const askStop = (signal: string) => (stopAsked = signal)
-  process.on('SIGTERM', askStop).on('SIGINT', askStop)
+  let shutdown: ((signal: string) => Promise<void>) | undefined
+  const onSignal = (signal: string) => (shutdown ? void shutdown(signal) : (stopAsked = signal))
+  process.on('SIGTERM', onSignal).on('SIGINT', onSignal)
   // Workers hold ClickHouse; an API process opens it only as a server (CLICKHOUSE_URL), else asks the worker holding the engine.
   const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0 || config.CLICKHOUSE_URL !== undefined, migrate: true })
   await warnAboutRedisDurability(ctx.redis, logger)
@@ -100,7 +103,7 @@ async function main() {
   logger.info({ api: roles.api, workers: roles.workers, clickhouse: ctx.clickhouse?.embedded ? 'embedded' : ctx.clickhouse ? 'server' : 'none' }, 'started')
 
   let stopping = false
-  const shutdown = async (signal: string) => {
+  shutdown = async (signal: string) => {
     if (stopping) return
     stopping = true
     logger.info({ signal }, 'shutting down: no new requests or jobs; finishing active ones')
@@ -116,9 +119,6 @@ async function main() {
     await ctx.close()
     process.exit(0)
   }
-  process.off('SIGTERM', askStop).off('SIGINT', askStop)
-  process.on('SIGTERM', () => void shutdown('SIGTERM'))
-  process.on('SIGINT', () => void shutdown('SIGINT'))
   if (stopAsked) void shutdown(stopAsked)
 }
 
