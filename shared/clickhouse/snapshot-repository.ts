@@ -1,4 +1,6 @@
-import { batchInserterOf, tsvLine } from './batch-inserter.js'
+import { batchInserterOf, tsvLine, type InsertTarget } from './batch-inserter.js'
+import { FilterableFields } from '../domain/segment-filter.js'
+import { FieldColumns, fieldColumnValue } from '../domain/segment-sql.js'
 import type { UserRecord } from '../domain/user-record.js'
 import type { ClickHouse } from './client.js'
 
@@ -10,16 +12,20 @@ export interface Snapshot {
   record: UserRecord
 }
 
-const snapshotsOf = (ch: ClickHouse) => ({
+const snapshotsOf = (ch: ClickHouse): InsertTarget => ({
   table: `${ch.database}.profile_snapshots`,
-  columns: ['workspace_id', 'profile_id', 'version', 'deleted', 'random_bucket', 'record'] as const,
+  columns: ['workspace_id', 'profile_id', 'version', 'deleted', 'random_bucket', 'record', ...FieldColumns],
 })
+const UNSET_FIELDS = FieldColumns.map(() => 'null')
 
 /** Writes profile snapshots; ClickHouse keeps the highest version of each profile. */
 export async function writeSnapshots(ch: ClickHouse, snapshots: Snapshot[]): Promise<void> {
   await batchInserterOf(ch).insert(
     snapshotsOf(ch),
-    snapshots.map((s) => tsvLine([s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(s.record)])),
+    snapshots.map((s) => {
+      const record = s.record as unknown as Record<string, unknown>
+      return tsvLine([s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(record), ...FilterableFields.map((f) => fieldColumnValue(record, f))])
+    }),
   )
 }
 
@@ -27,7 +33,7 @@ export async function writeSnapshots(ch: ClickHouse, snapshots: Snapshot[]): Pro
 export async function writeTombstones(ch: ClickHouse, workspaceId: string, deleted: { id: number; version: number }[]): Promise<void> {
   await batchInserterOf(ch).insert(
     snapshotsOf(ch),
-    deleted.map((d) => tsvLine([workspaceId, d.id, d.version, 1, 0, ''])),
+    deleted.map((d) => tsvLine([workspaceId, d.id, d.version, 1, 0, '', ...UNSET_FIELDS])),
   )
 }
 

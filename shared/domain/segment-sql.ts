@@ -1,8 +1,31 @@
-import type { Filter } from './segment-filter.js'
+import { FilterableFields, type Filter } from './segment-filter.js'
+
+type FilterableField = (typeof FilterableFields)[number]
+
+/**
+ * The column of `profile_snapshots` holding a standard field's value as the record has it, as JSON
+ * text (`null` when unset). A rule on a standard field reads those few bytes instead of parsing the
+ * whole record (~500 bytes), which made a count of 100,000 members several times dearer. The
+ * JSON functions applied to it are the ones applied to the record, so the answers are the same.
+ */
+export const fieldColumn = (name: FilterableField) => `field_${name}`
+
+/** Every standard-field column, in FilterableFields order. */
+export const FieldColumns: readonly string[] = FilterableFields.map(fieldColumn)
+
+/** A standard field's column value for a record: its JSON text, `null` when unset. */
+export function fieldColumnValue(record: Record<string, unknown>, name: FilterableField): string {
+  const value = record[name]
+  return value === undefined || value === null ? 'null' : JSON.stringify(value)
+}
+
+/** What the column holds for rows written before it existed, worked out from their record. */
+export const fieldColumnDefault = (name: FilterableField) => `if(JSONHas(record, '${name}'), JSONExtractRaw(record, '${name}'), 'null')`
 
 /**
  * Compiles a segment filter (operator.md section 3) to a ClickHouse boolean expression over one
- * row of `profile_snapshots FINAL` (columns `record`, `random_bucket`, `profile_id`). Every value
+ * row of `profile_snapshots FINAL` (columns `record`, the field columns, `random_bucket`,
+ * `profile_id`). Every value
  * is a bound parameter; only fixed field names and operators are written into the SQL. The
  * expression expects the caller to bind `{ws:String}` (the workspace) and `{after:UInt64}` (the
  * keyset cursor: event subqueries skip profiles the outer query skips anyway).
@@ -140,7 +163,7 @@ function valueRule(s: JsonSource, op: string, value: unknown, p: ParamBinder): s
   }
 }
 
-const field = (name: string): JsonSource => ({ doc: 'record', path: `'${name}'` })
+const field = (name: FilterableField): JsonSource => ({ doc: fieldColumn(name), path: '' })
 
 /**
  * Occurrence counts per owning profile (merge overrides applied); a rule that zero satisfies is
