@@ -25,8 +25,8 @@ export async function migrateClickHouse(ch: ClickHouse): Promise<void> {
 /**
  * The standard-field columns of `profile_snapshots` (segment-sql.ts), derived from the filterable
  * fields rather than listed in a migration file. Columns a start adds are filled in for the rows
- * already stored by one background mutation, once: until it is done those rows work theirs out
- * from the record on read (the same values, at the old cost).
+ * already stored by one mutation, once: until it is done those rows work theirs out from the
+ * record on read (the same values, at the old cost).
  */
 async function addFieldColumns(ch: ClickHouse): Promise<void> {
   const rs = await ch.client.query({

@@ -5,8 +5,8 @@ type FilterableField = (typeof FilterableFields)[number]
 /**
  * The column of `profile_snapshots` holding a standard field's value as the record has it, as JSON
  * text (`null` when unset). A rule on a standard field reads those few bytes instead of parsing the
- * whole record (~500 bytes), which made a count of 100,000 members several times dearer. The
- * JSON functions applied to it are the ones applied to the record, so the answers are the same.
+ * whole record for every member. The JSON functions applied to it are the ones applied to the
+ * record, so the answers are the same.
  */
 export const fieldColumn = (name: FilterableField) => `field_${name}`
 
@@ -25,10 +25,10 @@ export const fieldColumnDefault = (name: FilterableField) => `if(JSONHas(record,
 /**
  * Compiles a segment filter (operator.md section 3) to a ClickHouse boolean expression over one
  * row of `profile_snapshots FINAL` (columns `record`, the field columns, `random_bucket`,
- * `profile_id`). Every value
- * is a bound parameter; only fixed field names and operators are written into the SQL. The
- * expression expects the caller to bind `{ws:String}` (the workspace) and `{after:UInt64}` (the
- * keyset cursor: event subqueries skip profiles the outer query skips anyway).
+ * `profile_id`). Every value is a bound parameter; only fixed field names and operators are
+ * written into the SQL. The expression expects the caller to bind `{ws:String}` (the workspace)
+ * and `{after:UInt64}` (the keyset cursor: event subqueries skip profiles the outer query skips
+ * anyway).
  *
  * Every piece yields 0 or 1, never NULL, so `not` and `neq` are plain negations: a user without
  * the attribute matches `neq` and `not_exists`.
