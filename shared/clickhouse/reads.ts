@@ -30,8 +30,8 @@ export function directReads(ch: ClickHouse): ClickHouseReads {
  * Identical reads share a run. A read arriving while its key runs waits for the next run, which
  * starts when the current one ends and answers every read that arrived in between: each answer
  * still comes from a query started after its read arrived, so it sees every write before the read.
- * A burst of reads of one segment costs two counts at a time instead of one each (eight side by
- * side on two cores made each of them slower than the burst's interval, and they piled up).
+ * A burst of reads of one segment costs one count running and one waiting instead of one count a
+ * read (counts side by side share the cores, each got slower than the reads came, and they piled up).
  */
 export class SharedRuns<V> {
   private readonly runs = new Map<string, { current: Promise<V>; next?: Promise<V> }>()
