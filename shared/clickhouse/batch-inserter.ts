@@ -1,12 +1,10 @@
-import { Readable } from 'node:stream'
-import type { ClickHouseSettings } from '@clickhouse/client'
 import type { ClickHouse } from './client.js'
 
 /** A table's rows as the inserter writes them: TabSeparated lines of these columns, in order. */
 export interface InsertTarget {
   table: string
   columns: readonly [string, ...string[]]
-  settings?: ClickHouseSettings
+  settings?: Record<string, string | number | boolean>
 }
 
 const TSV_SPECIAL = /[\\\t\n\r]/
@@ -67,9 +65,7 @@ export class BatchInserter {
         this.pending.delete(table)
         try {
           const { columns, settings } = batch.target
-          // A byte stream of formatted rows: the client passes it through as it is.
-          const values = Readable.from([batch.lines.join('')], { objectMode: false })
-          await this.ch.client.insert({ table, columns: [...columns] as [string, ...string[]], values, format: 'TabSeparated', clickhouse_settings: settings })
+          await this.ch.insertTabSeparated({ table, columns, settings, body: batch.lines.join('') })
           for (const w of batch.waiters) w.resolve()
         } catch (e) {
           for (const w of batch.waiters) w.reject(e)

@@ -1,15 +1,26 @@
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
+import { Readable } from 'node:stream'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { createChdbConnection } from 'chdb/connection'
 import { flockSync } from 'fs-ext'
 
 export type { ClickHouseClient }
 
+/** Rows already formatted as TabSeparated text, for one table's columns. */
+export interface TabSeparatedInsert {
+  table: string
+  columns: readonly string[]
+  settings?: Record<string, string | number | boolean>
+  body: string
+}
+
 export interface ClickHouse {
   client: ClickHouseClient
   database: string
   embedded: boolean
+  /** Inserts formatted rows: handed to the embedded engine as they are, streamed to a server. */
+  insertTabSeparated(insert: TabSeparatedInsert): Promise<void>
   close(): Promise<void>
 }
 
@@ -59,16 +70,31 @@ export interface ClickHouseOptions {
 export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
   if (opts.url) {
     const client = createClient({ url: opts.url, request_timeout: 300_000 })
-    return { client, database: opts.database, embedded: false, close: () => client.close() }
+    return {
+      client,
+      database: opts.database,
+      embedded: false,
+      insertTabSeparated: async ({ table, columns, settings, body }) => {
+        // A byte stream of formatted rows: the client passes it through as it is.
+        const values = Readable.from([body], { objectMode: false })
+        await client.insert({ table, columns: [...columns] as [string, ...string[]], values, format: 'TabSeparated', clickhouse_settings: settings })
+      },
+      close: () => client.close(),
+    }
   }
   const unlock = lockDataDir(opts.dataDir)
+  const connection = createChdbConnection({ path: opts.dataDir })
   // chdb ships its own copy of the client-common types; the runtime interface is the same.
-  const connection = createChdbConnection({ path: opts.dataDir }) as never
-  const client = createClient({ connection })
+  const client = createClient({ connection: connection as never })
   return {
     client,
     database: opts.database,
     embedded: true,
+    // The engine's own raw insert: the text goes to its parser once, off the event loop, where the
+    // client's path would copy it through a stream, a string and the statement on the main thread.
+    insertTabSeparated: async ({ table, columns, settings, body }) => {
+      await connection.chdb.rawInsert({ table, columns, settings, format: 'TabSeparated', values: body })
+    },
     close: async () => {
       await client.close()
       unlock()

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { tsvLine } from '../../../shared/clickhouse/batch-inserter.js'
+import { batchInserterOf, tsvLine } from '../../../shared/clickhouse/batch-inserter.js'
 import { insertEvents, type EventRow } from '../../../shared/clickhouse/event-repository.js'
 import { readSnapshots, writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
@@ -47,5 +47,22 @@ describe('inserts through the group commit', () => {
     const record = { created_at: '2024-05-01T12:00:00.000Z', service_id: 's-1', random_bucket: 9, first_name: awkward, custom_attributes: { note: 'a\\b' } }
     await writeSnapshots(env.clickhouse, [{ workspace_id: 'ws-tsv', profile_id: 42, version: 1, random_bucket: 9, record }])
     expect((await readSnapshots(env.clickhouse, 'ws-tsv', [42])).get(42)).toEqual(record)
+  })
+
+  it('rejects the callers of an insert the engine refuses, and inserts the next batch', async () => {
+    const inserter = batchInserterOf(env.clickhouse)
+    const table = `${env.clickhouse.database}.no_such_table`
+    const refused = inserter.insert({ table, columns: ['a'] }, [tsvLine(['x'])])
+    await expect(refused).rejects.toThrow(/no_such_table/i)
+    const row: EventRow = {
+      workspace_id: 'ws-after-refusal', profile_id: 1, event_id: 'e-1', kind: 'event', name: 'after', app_id: '', time: '2024-05-01T12:00:00.000Z',
+      properties: '{}', currency: '', price: 0, quantity: 0,
+    }
+    await insertEvents(env.clickhouse, [row])
+    const rs = await env.clickhouse.client.query({
+      query: `SELECT name FROM ${env.clickhouse.database}.events WHERE workspace_id = 'ws-after-refusal'`,
+      format: 'JSONEachRow',
+    })
+    expect(await rs.json()).toEqual([{ name: 'after' }])
   })
 })
