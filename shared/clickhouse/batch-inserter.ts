@@ -1,11 +1,7 @@
-import type { ClickHouse } from './client.js'
+import type { ClickHouse, TabSeparatedInsert } from './client.js'
 
 /** A table's rows as the inserter writes them: TabSeparated lines of these columns, in order. */
-export interface InsertTarget {
-  table: string
-  columns: readonly [string, ...string[]]
-  settings?: Record<string, string | number | boolean>
-}
+export type InsertTarget = Omit<TabSeparatedInsert, 'body'>
 
 const TSV_SPECIAL = /[\\\t\n\r]/
 const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' }
