@@ -4,7 +4,7 @@ import { writeOverrides } from '../shared/clickhouse/history-repository.js'
 import { writeSnapshots, writeTombstones, type Snapshot } from '../shared/clickhouse/snapshot-repository.js'
 import type { Pool } from '../shared/db/pool.js'
 import type { BatchOutbox } from '../shared/db/repositories/job-ledger-repository.js'
-import { loadUserRecords } from '../shared/db/repositories/user-record-repository.js'
+import { loadStoredRecords } from '../shared/db/repositories/user-record-repository.js'
 
 /**
  * Writes what committed batches owe ClickHouse: their event rows, the snapshots of the profiles
@@ -34,8 +34,8 @@ export async function deliverToClickHouse(
 /** Snapshots of profiles' current committed state, read back from Postgres (profiles deleted since are skipped). */
 async function readSnapshotsOf(pg: Pool, profileIds: number[]): Promise<Snapshot[]> {
   if (profileIds.length === 0) return []
-  const records = await loadUserRecords(pg, profileIds)
-  return [...records.values()].map(({ record, profile }) => ({
+  const records = await loadStoredRecords(pg, profileIds)
+  return records.map(({ record, profile }) => ({
     workspace_id: profile.workspace_id,
     profile_id: profile.id,
     version: profile.version,

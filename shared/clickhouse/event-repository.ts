@@ -1,6 +1,7 @@
 import { batchInserterOf, tsvLine } from './batch-inserter.js'
 import type { ClickHouse } from './client.js'
 import { EVENT_OWNER, ownedEvents, type HistoryTables } from '../domain/segment-sql.js'
+import type { KindedSummary } from '../domain/user-record.js'
 
 /** One custom event or purchase occurrence as stored in ClickHouse. */
 export interface EventRow {
@@ -50,6 +51,39 @@ export async function countEvents(ch: ClickHouse, workspaceId: string, profileId
     format: 'JSONEachRow',
   })
   return (await rs.json<{ kind: string; n: string }>()).map((r) => ({ kind: r.kind, n: Number(r.n) }))
+}
+
+/**
+ * The all-time summary of each event name and product id of each profile (interface.md 2.4:
+ * first, last, count), from the history as exports see it: each event id once, under the profile
+ * that owns it now. Per profile id, sorted by name in byte order as the stored summaries are.
+ */
+export async function readEventSummaries(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, KindedSummary[]>> {
+  const out = new Map<number, KindedSummary[]>()
+  if (profileIds.length === 0) return out
+  const tables = historyTablesOf(ch)
+  // ISO 8601 with milliseconds and a Z, as Postgres' summaries are formatted.
+  const iso = (t: string) => `concat(replaceOne(toString(${t}), ' ', 'T'), 'Z')`
+  const rs = await ch.client.query({
+    query: `SELECT ${EVENT_OWNER} AS owner, e.kind AS kind, e.name AS name,
+                   ${iso('min(e.time)')} AS first, ${iso('max(e.time)')} AS last, uniqExact(e.event_id) AS count
+             FROM ${ownedEvents(tables)}
+             WHERE e.workspace_id = {ws:String}
+               AND (e.profile_id IN {ids:Array(UInt64)} OR e.profile_id IN (
+                 SELECT old_profile_id FROM ${tables.overridesTable} FINAL WHERE workspace_id = {ws:String} AND new_profile_id IN {ids:Array(UInt64)}))
+             GROUP BY owner, kind, name HAVING owner IN {ids:Array(UInt64)}
+             ORDER BY owner, name, kind`,
+    query_params: { ws: workspaceId, ids: profileIds },
+    format: 'JSONEachRow',
+  })
+  // 64-bit integers may come back as JSON numbers or quoted strings depending on the settings.
+  for (const r of await rs.json<{ owner: string | number; kind: 'event' | 'purchase'; name: string; first: string; last: string; count: string | number }>()) {
+    const owner = Number(r.owner)
+    let list = out.get(owner)
+    if (!list) out.set(owner, (list = []))
+    list.push({ kind: r.kind, name: r.name, first: r.first, last: r.last, count: Number(r.count) })
+  }
+  return out
 }
 
 /** The tables event queries read: the events and the merge overrides applied to them. */

@@ -1,7 +1,7 @@
 import { batchInserterOf, tsvLine, type InsertTarget } from './batch-inserter.js'
 import { FilterableFields } from '../domain/segment-filter.js'
 import { FieldColumns, fieldColumnValue } from '../domain/segment-sql.js'
-import type { UserRecord } from '../domain/user-record.js'
+import type { StoredRecord } from '../domain/user-record.js'
 import type { ClickHouse } from './client.js'
 
 export interface Snapshot {
@@ -9,7 +9,7 @@ export interface Snapshot {
   profile_id: number
   version: number
   random_bucket: number
-  record: UserRecord
+  record: StoredRecord
 }
 
 const snapshotsOf = (ch: ClickHouse): InsertTarget => ({
@@ -38,7 +38,7 @@ export async function writeTombstones(ch: ClickHouse, workspaceId: string, delet
 }
 
 /** Current snapshots of the given profiles (deleted ones are gone). */
-export async function readSnapshots(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, UserRecord>> {
+export async function readSnapshots(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, StoredRecord>> {
   const rs = await ch.client.query({
     query: `SELECT profile_id, record FROM ${ch.database}.profile_snapshots FINAL
              WHERE workspace_id = {ws:String} AND profile_id IN {ids:Array(UInt64)}`,
@@ -46,5 +46,5 @@ export async function readSnapshots(ch: ClickHouse, workspaceId: string, profile
     format: 'JSONEachRow',
   })
   const rows = await rs.json<{ profile_id: string; record: string }>()
-  return new Map(rows.map((r) => [Number(r.profile_id), JSON.parse(r.record) as UserRecord]))
+  return new Map(rows.map((r) => [Number(r.profile_id), JSON.parse(r.record) as StoredRecord]))
 }

@@ -2,9 +2,9 @@ import type { ProfileRow } from '../db/repositories/profile-repository.js'
 import { ProfileFieldNames, type ProfileFieldName } from './profile-fields.js'
 
 /**
- * The exported user record of interface.md 2.4. Profiles are stored in this form (all-time
- * summaries) in ClickHouse snapshots and projected for output: the 90-day window on event and
- * purchase entries, and the fields asked for. Absent fields are left out, never null.
+ * The exported user record of interface.md 2.4, with all-time summaries, projected for output:
+ * the 90-day window on event and purchase entries, and the fields asked for. Absent fields are
+ * left out, never null.
  */
 export interface EventSummary {
   name: string
@@ -26,6 +26,16 @@ export interface UserRecord extends Partial<Record<ProfileFieldName, string>> {
   push_tokens?: { app: string; token: string; device_id?: string; notifications_enabled: boolean }[]
   subscription_groups?: { subscription_group_id: string; subscription_state: string }[]
 }
+
+/**
+ * A profile's record as ClickHouse snapshots store it: everything but the event and purchase
+ * summaries, which exports derive from the event history. An event then changes no snapshot, so
+ * a profile that only gets events is neither re-versioned nor rewritten.
+ */
+export type StoredRecord = Omit<UserRecord, 'custom_events' | 'purchases'>
+
+/** A stored summary of one event name or product id. */
+export type KindedSummary = EventSummary & { kind: 'event' | 'purchase' }
 
 /** Field names `fields_to_export` accepts (interface.md 2.4, plus the subscription fields we keep). */
 export const ExportableFields = [
@@ -74,12 +84,16 @@ export function projectRecord(record: UserRecord, p: Projection): Partial<UserRe
   return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined && v !== null)) as Partial<UserRecord>
 }
 
-/** What a record holds beside the profile row. Names sort in byte order (`COLLATE "C"`), so records built in memory match. */
-export interface RecordParts {
+/** What a stored record holds beside the profile row. Names sort in byte order (`COLLATE "C"`), so records built in memory match. */
+export interface ProfileParts {
   aliases: { alias_name: string; alias_label: string }[]
   tokens: { app_id: string; token: string; device_id: string | null }[]
-  summaries: (EventSummary & { kind: 'event' | 'purchase' })[]
   subscriptions: { subscription_group_id: string; subscription_state: string }[]
+}
+
+/** The parts of a full record: the stored ones and the summaries, sorted by name in byte order. */
+export interface RecordParts extends ProfileParts {
+  summaries: KindedSummary[]
 }
 
 /** Byte order of UTF-8 text, as Postgres' "C" collation sorts it. */
@@ -87,19 +101,13 @@ export function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b))
 }
 
-/** The exported record (interface.md 2.4, all-time summaries) of a profile and its parts. */
-export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
-  const record: UserRecord = { created_at: p.created_at, service_id: p.service_id, random_bucket: p.random_bucket }
+/** The stored record of a profile and its parts. */
+export function storedRecordOf(p: ProfileRow, parts: ProfileParts): StoredRecord {
+  const record: StoredRecord = { created_at: p.created_at, service_id: p.service_id, random_bucket: p.random_bucket }
   if (p.external_id !== null) record.external_id = p.external_id
   if (parts.aliases.length) record.user_aliases = parts.aliases
   for (const f of ProfileFieldNames) if (p[f] !== null) record[f] = p[f]!
   if (Object.keys(p.custom_attributes).length) record.custom_attributes = p.custom_attributes
-  // One pass, no closures: this runs for every profile a batch touches.
-  const events: EventSummary[] = []
-  const purchases: EventSummary[] = []
-  for (const s of parts.summaries) (s.kind === 'event' ? events : purchases).push({ name: s.name, first: s.first, last: s.last, count: Number(s.count) })
-  if (events.length) record.custom_events = events
-  if (purchases.length) record.purchases = purchases
   if (parts.tokens.length) {
     record.push_tokens = parts.tokens.map((t) => ({
       app: t.app_id,
@@ -110,4 +118,27 @@ export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
   }
   if (parts.subscriptions.length) record.subscription_groups = parts.subscriptions
   return record
+}
+
+/**
+ * A stored record with its summaries (sorted by name), in the member order of interface.md 2.4.
+ * Summaries a record stored before they left it are replaced, not added to.
+ */
+export function withSummaries(stored: StoredRecord & Partial<UserRecord>, summaries: readonly KindedSummary[]): UserRecord {
+  const { push_tokens, subscription_groups, custom_events: _e, purchases: _p, ...head } = stored
+  const record: UserRecord = head
+  // One pass, no closures: this runs for every exported profile.
+  const events: EventSummary[] = []
+  const purchases: EventSummary[] = []
+  for (const s of summaries) (s.kind === 'event' ? events : purchases).push({ name: s.name, first: s.first, last: s.last, count: Number(s.count) })
+  if (events.length) record.custom_events = events
+  if (purchases.length) record.purchases = purchases
+  if (push_tokens) record.push_tokens = push_tokens
+  if (subscription_groups) record.subscription_groups = subscription_groups
+  return record
+}
+
+/** The exported record (interface.md 2.4, all-time summaries) of a profile and its parts. */
+export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
+  return withSummaries(storedRecordOf(p, parts), parts.summaries)
 }

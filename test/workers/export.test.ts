@@ -141,12 +141,24 @@ describe('segment export to a bucket', () => {
     const ws = await bucketWorkspace()
     const recent = new Date(Date.now() - 86400_000).toISOString()
     const records = [
-      seedUser(1, { custom_events: [{ name: 'open', first: '2020-01-01T00:00:00.000Z', last: recent, count: 4 }, { name: 'old', first: '2020-01-01T00:00:00.000Z', last: '2020-02-01T00:00:00.000Z', count: 1 }] }),
+      // A summary a snapshot stored before summaries left it: the history's replace it.
+      seedUser(1, { custom_events: [{ name: 'stale', first: '2020-01-01T00:00:00.000Z', last: recent, count: 9 }] }),
       seedUser(2, { custom_attributes: { plan: 'free' } }),
       seedUser(3, { country: 'DE' }),
     ]
     const [first] = await seed(ws.id, records)
-    await insertEvents(env.clickhouse, [{ workspace_id: ws.id, profile_id: first, event_id: 'e-1', kind: 'event', name: 'open', app_id: 'a', time: recent, properties: '{}', currency: '', price: 0, quantity: 0 }])
+    const occurrence = (event_id: string, name: string, time: string) =>
+      ({ workspace_id: ws.id, profile_id: first, event_id, kind: 'event' as const, name, app_id: 'a', time, properties: '{}', currency: '', price: 0, quantity: 0 })
+    await insertEvents(env.clickhouse, [
+      occurrence('e-1', 'open', recent),
+      occurrence('e-2', 'open', '2020-01-01T00:00:00.000Z'),
+      occurrence('e-3', 'open', '2023-05-01T00:00:00.000Z'),
+      occurrence('e-4', 'open', '2023-05-02T00:00:00.000Z'),
+      // Older than 90 days: counted in its summary, which the window then leaves out.
+      occurrence('e-5', 'old', '2020-02-01T00:00:00.000Z'),
+    ])
+    // A retried insert writes an occurrence again under the same id: still counted once.
+    await insertEvents(env.clickhouse, [occurrence('e-1', 'open', recent)])
     const segmentId = await segment(ws.id, { field: 'country', op: 'eq', value: 'FR' })
     const { response } = await exportAndWait(ws.key, '/users/export/segment', {
       segment_id: segmentId,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { countEvents } from '../../shared/clickhouse/event-repository.js'
+import { countEvents, readEventSummaries } from '../../shared/clickhouse/event-repository.js'
+import { withSummaries } from '../../shared/domain/user-record.js'
 import { readSnapshots } from '../../shared/clickhouse/snapshot-repository.js'
 import { withTransaction } from '../../shared/db/pool.js'
 import { recordAppliedBatch } from '../../shared/db/repositories/job-ledger-repository.js'
@@ -133,7 +134,9 @@ describe('merge', () => {
     ])
     const snapshots = await readSnapshots(env.clickhouse, ws.id, [k, m])
     expect([...snapshots.keys()]).toEqual([k])
-    expect(snapshots.get(k)!.custom_events).toEqual(kept.custom_events)
+    // Exports read the kept user's summaries from the history, the merged user's events now under k.
+    const fromHistory = (await readEventSummaries(env.clickhouse, ws.id, [k, m])).get(k)!
+    expect(withSummaries(snapshots.get(k)!, fromHistory)).toMatchObject({ custom_events: kept.custom_events, purchases: kept.purchases })
     expect(await read({ external_ids: ['m2'] })).toMatchObject({ users: [], invalid_user_ids: ['m2'] })
   })
 

@@ -1,18 +1,17 @@
-import type { MemberRow } from '../../shared/clickhouse/segment-repository.js'
-
-export type PageReader = (after: string, limit: number) => Promise<MemberRow[]>
+/** Reads the members after the keyset cursor `after` (a profile id), at most `limit`, in profile id order. */
+export type PageReader<T> = (after: string, limit: number) => Promise<T[]>
 
 /**
  * Segment members in profile id order, read in keyset pages. The next page is fetched while the
  * current one is written out (the engine works on its own threads), and at most these two pages
  * are held: the export's memory stays bounded by the page size whatever the segment's size.
  */
-export class MemberPages {
-  private page: MemberRow[] = []
+export class MemberPages<T extends { profile_id: string }> {
+  private page: T[] = []
   private position = 0
-  private next: Promise<MemberRow[]> | undefined
+  private next: Promise<T[]> | undefined
 
-  constructor(private readonly read: PageReader, private readonly pageSize: number) {
+  constructor(private readonly read: PageReader<T>, private readonly pageSize: number) {
     this.next = this.fetch('0')
   }
 
@@ -28,11 +27,11 @@ export class MemberPages {
   }
 
   /** The next `n` members (fewer at the end), fetching pages as they are consumed. */
-  async *take(n: number): AsyncGenerator<MemberRow> {
+  async *take(n: number): AsyncGenerator<T> {
     for (let taken = 0; taken < n && (await this.hasMore()); taken++) yield this.page[this.position++]
   }
 
-  private fetch(after: string): Promise<MemberRow[]> {
+  private fetch(after: string): Promise<T[]> {
     const pending = this.read(after, this.pageSize)
     // A prefetch nobody awaits (the export stopped on another error) must not become an unhandled rejection.
     pending.catch(() => {})

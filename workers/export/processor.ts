@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq'
+import { readEventSummaries } from '../../shared/clickhouse/event-repository.js'
 import { compileFor, readSegmentPage } from '../../shared/clickhouse/segment-repository.js'
 import {
   failExport,
@@ -21,7 +22,7 @@ import { fail, ok, skip, type Outcome, type Processor } from '../runner.js'
 import { bucketTarget, localTarget, type ExportTarget } from './export-target.js'
 import { writeExportFile } from './file-writer.js'
 import { MemberPages } from './member-pages.js'
-import { recordLines } from './record-lines.js'
+import { needsSummaries, projectionOf, recordLines, type ExportMember } from './record-lines.js'
 
 /** Rows fetched from ClickHouse per query; a file of more users spans several pages. */
 const PAGE_SIZE = 5000
@@ -61,11 +62,14 @@ async function runExport(deps: WorkerDeps, run: ExportRun): Promise<number> {
   const target = await targetOf(deps, run)
   await startExportRun(deps.pg, run.id)
   const compiled = compileFor(deps.clickhouse, filter)
-  const members = new MemberPages(
-    (after, limit) => readSegmentPage(deps.clickhouse, run.workspace_id, compiled, { after, limit }),
-    Math.min(PAGE_SIZE, deps.config.EXPORT_USERS_PER_FILE),
-  )
-  const lines = recordLines(run, new Date())
+  const now = new Date()
+  const summariesWanted = needsSummaries(projectionOf(run, now))
+  const members = new MemberPages<ExportMember>(async (after, limit) => {
+    const page = await readSegmentPage(deps.clickhouse, run.workspace_id, compiled, { after, limit })
+    const summaries = summariesWanted ? await readEventSummaries(deps.clickhouse, run.workspace_id, page.map((m) => Number(m.profile_id))) : new Map()
+    return page.map((m) => ({ ...m, summaries: summaries.get(Number(m.profile_id)) ?? [] }))
+  }, Math.min(PAGE_SIZE, deps.config.EXPORT_USERS_PER_FILE))
+  const lines = recordLines(run, now)
   let exported = 0
   try {
     for (let index = 0; await members.hasMore(); index++) {

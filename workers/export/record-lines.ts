@@ -1,7 +1,7 @@
 import type { MemberRow } from '../../shared/clickhouse/segment-repository.js'
 import type { ExportRun } from '../../shared/db/repositories/export-repository.js'
 import { ProfileFieldNames } from '../../shared/domain/profile-fields.js'
-import { projectRecord, type Projection, type UserRecord } from '../../shared/domain/user-record.js'
+import { projectRecord, withSummaries, type KindedSummary, type Projection, type StoredRecord } from '../../shared/domain/user-record.js'
 
 /**
  * The global control group record holds the fields of interface.md 2.4 up to `apps` (every
@@ -19,6 +19,16 @@ export function projectionOf(run: ExportRun, now: Date): Projection {
   return { fields: asked, customAttributes: run.request.custom_attributes_to_export, now }
 }
 
+/** A member as exported: its stored record and its event and purchase summaries from the history. */
+export interface ExportMember extends MemberRow {
+  summaries: readonly KindedSummary[]
+}
+
+/** Whether the export's lines hold event or purchase entries, so the members' summaries must be read. */
+export function needsSummaries(p: Projection): boolean {
+  return !p.fields || p.fields.includes('custom_events') || p.fields.includes('purchases')
+}
+
 /** Lines are handed to the compressor in chunks of about this size rather than one by one. */
 const CHUNK_BYTES = 64 * 1024
 
@@ -28,12 +38,12 @@ const CHUNK_BYTES = 64 * 1024
  */
 export function recordLines(run: ExportRun, now: Date) {
   const projection = projectionOf(run, now)
-  return (rows: AsyncIterable<MemberRow>) => {
+  return (rows: AsyncIterable<ExportMember>) => {
     let users = 0
     async function* lines(): AsyncGenerator<Buffer> {
       let chunk = ''
       for await (const row of rows) {
-        chunk += `${JSON.stringify(projectRecord(JSON.parse(row.record) as UserRecord, projection))}\n`
+        chunk += `${JSON.stringify(projectRecord(withSummaries(JSON.parse(row.record) as StoredRecord, row.summaries), projection))}\n`
         users++
         if (chunk.length >= CHUNK_BYTES) {
           yield Buffer.from(chunk)

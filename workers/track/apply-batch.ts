@@ -5,6 +5,7 @@ import {
   allocateProfileIds,
   deleteProfiles,
   insertAliases,
+  markUpdated,
   profilesWithEmails,
   saveProfiles,
   setEmailSubscribe,
@@ -125,9 +126,9 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 
 /** Each table's rows, written once. */
 async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
-  const { created, changed, versionOnly } = batch.profiles.rowsToSave()
+  const { created, changed, occurredOnly } = batch.profiles.rowsToSave()
   await saveProfiles(db, created, changed)
-  await touchProfiles(db, versionOnly)
+  await markUpdated(db, occurredOnly)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
   await addEventSummaries(db, [...batch.summaries.values()])

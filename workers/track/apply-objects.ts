@@ -132,7 +132,7 @@ export function recordOccurrence(batch: TrackBatch, profile: ProfileRow, kind: '
     if (time < s.first_at) s.first_at = time
     if (time > s.last_at) s.last_at = time
   }
-  batch.profiles.addOccurrence(profile, kind, name, time)
+  batch.profiles.addOccurrence(profile)
 }
 
 /**

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { aliasKey, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
 import { NoProfileFields } from '../../shared/domain/profile-fields.js'
-import { byteOrder, userRecordOf, type RecordParts, type UserRecord } from '../../shared/domain/user-record.js'
+import { byteOrder, storedRecordOf, type ProfileParts, type StoredRecord } from '../../shared/domain/user-record.js'
 
 /** Random bytes drawn from a pool: a system call per profile weighs more than the rest of its creation. */
 let pool = Buffer.alloc(0)
@@ -37,13 +37,16 @@ export class ProfileIndex {
   readonly created = new Map<number, ProfileRow>()
   /** Stored profiles whose fields the batch changed. */
   readonly changed = new Set<number>()
-  /** Stored profiles whose only change is their summaries: their row needs a new version, not a rewrite. */
-  private readonly summarized = new Set<number>()
+  /**
+   * Stored profiles whose only change is events or purchases: their row needs a new `updated_at`
+   * (they are now the most recently updated), not a new version, and their snapshot stays.
+   */
+  private readonly occurred = new Set<number>()
   readonly newAliases: { alias_label: string; alias_name: string; profile_id: number }[] = []
   /** Profiles whose email or phone the batch set: states stored for those addresses now apply. */
   readonly addressChanged = new Set<number>()
   private readonly byId = new Map<number, ProfileRow>()
-  private readonly parts = new Map<number, RecordParts>()
+  private readonly parts = new Map<number, ProfileParts>()
   private readonly aliasOwner = new Map<string, number>()
   private readonly byExternalId = new Map<string, ProfileRow>()
   private readonly byServiceId = new Map<string, ProfileRow>()
@@ -54,7 +57,7 @@ export class ProfileIndex {
   private clock = 0
 
   constructor(
-    locked: { profile: ProfileRow; parts: RecordParts }[],
+    locked: { profile: ProfileRow; parts: ProfileParts }[],
     private readonly workspaceId: string,
     private readonly idPool: number[],
     private readonly now: string,
@@ -108,7 +111,7 @@ export class ProfileIndex {
       updated_at: this.now,
       version: 1,
     }
-    this.add(p, { aliases: [], tokens: [], summaries: [], subscriptions: [] })
+    this.add(p, { aliases: [], tokens: [], subscriptions: [] })
     this.created.set(p.id, p)
     if (id?.kind === 'user_alias') this.addAlias(p.id, id.alias_label, id.alias_name)
     if (p.email || p.phone) this.addressChanged.add(p.id)
@@ -134,20 +137,10 @@ export class ProfileIndex {
     this.addressChanged.add(p.id)
   }
 
-  /** Adds one occurrence to the profile's summary of that event or product (counts summed, earliest first, latest last). */
-  addOccurrence(p: ProfileRow, kind: 'event' | 'purchase', name: string, time: string): void {
-    const summaries = this.parts.get(p.id)!.summaries
-    const s = summaries.find((x) => x.kind === kind && x.name === name)
-    if (!s) {
-      summaries.push({ kind, name, first: time, last: time, count: 1 })
-      summaries.sort((a, b) => byteOrder(a.name, b.name))
-    } else {
-      s.count = Number(s.count) + 1
-      if (time < s.first) s.first = time
-      if (time > s.last) s.last = time
-    }
+  /** Marks a profile as having an event or purchase (and it the most recently updated). */
+  addOccurrence(p: ProfileRow): void {
     this.recency.set(p.id, ++this.clock)
-    if (!this.created.has(p.id) && !this.changed.has(p.id)) this.summarized.add(p.id)
+    if (!this.created.has(p.id) && !this.changed.has(p.id)) this.occurred.add(p.id)
   }
 
   /** Marks a profile's fields changed (and it the most recently updated). */
@@ -155,25 +148,26 @@ export class ProfileIndex {
     this.recency.set(p.id, ++this.clock)
     if (this.created.has(p.id)) return
     this.changed.add(p.id)
-    this.summarized.delete(p.id)
+    this.occurred.delete(p.id)
   }
 
-  /** Rows to write: the new profiles, the stored ones whose fields changed, and the ids of those that only need a new version. */
-  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[]; versionOnly: number[] } {
-    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!), versionOnly: [...this.summarized] }
+  /** Rows to write: the new profiles, the stored ones whose fields changed, and the ids of those that only had events. */
+  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[]; occurredOnly: number[] } {
+    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!), occurredOnly: [...this.occurred] }
   }
 
+  /** Profiles whose stored record the batch changes: each gets a new version and snapshot. */
   touchedIds(): number[] {
-    return [...this.created.keys(), ...this.changed, ...this.summarized]
+    return [...this.created.keys(), ...this.changed]
   }
 
-  /** The record of a profile as this batch commits it, at the version its save gives it. */
-  recordOf(id: number): { record: UserRecord; version: number; randomBucket: number } {
+  /** The stored record of a profile as this batch commits it, at the version its save gives it. */
+  recordOf(id: number): { record: StoredRecord; version: number; randomBucket: number } {
     const p = this.byId.get(id)!
-    return { record: userRecordOf(p, this.parts.get(id)!), version: this.created.has(id) ? 1 : p.version + 1, randomBucket: p.random_bucket }
+    return { record: storedRecordOf(p, this.parts.get(id)!), version: this.created.has(id) ? 1 : p.version + 1, randomBucket: p.random_bucket }
   }
 
-  private add(p: ProfileRow, parts: RecordParts): void {
+  private add(p: ProfileRow, parts: ProfileParts): void {
     this.byId.set(p.id, p)
     this.parts.set(p.id, parts)
     if (p.external_id !== null) this.byExternalId.set(p.external_id, p)

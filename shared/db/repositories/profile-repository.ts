@@ -161,6 +161,12 @@ export async function touchProfiles(db: Queryable, ids: number[]): Promise<void>
   await query(db, 'touchProfiles', 'UPDATE profiles SET updated_at = now(), version = version + 1 WHERE id = ANY($1::bigint[])', [ids])
 }
 
+/** Profiles that only got events or purchases: the most recently updated now, their stored record (and version) unchanged. */
+export async function markUpdated(db: Queryable, ids: number[]): Promise<void> {
+  if (ids.length === 0) return
+  await query(db, 'markUpdated', 'UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids])
+}
+
 export async function insertAliases(db: Queryable, workspaceId: string, rows: { alias_label: string; alias_name: string; profile_id: number }[]): Promise<void> {
   if (rows.length === 0) return
   await query(

@@ -1,40 +1,46 @@
-import { userRecordOf, type RecordParts, type UserRecord } from '../../domain/user-record.js'
+import { storedRecordOf, userRecordOf, type ProfileParts, type RecordParts, type StoredRecord, type UserRecord } from '../../domain/user-record.js'
 import { query, type Queryable } from '../pool.js'
 import { SELECT_PROFILE, WANTED_PROFILES, lookupParams, type ProfileLookup, type ProfileRow } from './profile-repository.js'
 
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
-type RecordRow = ProfileRow & { [K in keyof RecordParts]: RecordParts[K] | null }
+type RecordRow = ProfileRow & { [K in keyof RecordParts]?: RecordParts[K] | null }
 
 /**
- * The parts of profile `p`'s record as select-list items: one round trip for everything a record
- * needs (each query costs a system call pair, which on small machines weighs more than the query).
+ * The parts of profile `p`'s stored record as select-list items: one round trip for everything a
+ * record needs (each query costs a system call pair, which on small machines weighs more than the query).
  */
-const RECORD_PARTS = `
+const PROFILE_PARTS = `
   (SELECT json_agg(json_build_object('alias_name', a.alias_name, 'alias_label', a.alias_label)
             ORDER BY a.alias_label COLLATE "C", a.alias_name COLLATE "C")
      FROM profile_aliases a WHERE a.profile_id = p.id) AS aliases,
   (SELECT json_agg(json_build_object('app_id', t.app_id, 'token', t.token, 'device_id', t.device_id) ORDER BY t.created_at, t.token)
      FROM push_tokens t WHERE t.profile_id = p.id) AS tokens,
+  (SELECT json_agg(json_build_object('subscription_group_id', g.group_id, 'subscription_state', g.state) ORDER BY g.group_id)
+     FROM profile_subscriptions g WHERE g.profile_id = p.id) AS subscriptions`
+
+/** The summaries of profile `p`'s full record, as one more select-list item. */
+const SUMMARIES = `
   (SELECT json_agg(json_build_object('kind', s.kind, 'name', s.name, 'count', s.count,
             'first', to_char(s.first_at AT TIME ZONE 'UTC', ${ISO}), 'last', to_char(s.last_at AT TIME ZONE 'UTC', ${ISO}))
             ORDER BY s.name COLLATE "C")
-     FROM profile_event_summaries s WHERE s.profile_id = p.id) AS summaries,
-  (SELECT json_agg(json_build_object('subscription_group_id', g.group_id, 'subscription_state', g.state) ORDER BY g.group_id)
-     FROM profile_subscriptions g WHERE g.profile_id = p.id) AS subscriptions`
+     FROM profile_event_summaries s WHERE s.profile_id = p.id) AS summaries`
 
 function split(row: RecordRow): { profile: ProfileRow; parts: RecordParts } {
   const { aliases, tokens, summaries, subscriptions, ...profile } = row
   return { profile, parts: { aliases: aliases ?? [], tokens: tokens ?? [], summaries: summaries ?? [], subscriptions: subscriptions ?? [] } }
 }
 
-/** Builds the stored user record of each profile (all-time summaries), keyed by profile id. */
+/** The user record of each profile (all-time summaries) as `/users/export/ids` answers it, keyed by profile id. */
 export async function loadUserRecords(db: Queryable, profileIds: number[]): Promise<Map<number, { record: UserRecord; profile: ProfileRow }>> {
   const out = new Map<number, { record: UserRecord; profile: ProfileRow }>()
   if (profileIds.length === 0) return out
-  const r = await query<RecordRow>(db, 'loadUserRecords', `${SELECT_PROFILE}, ${RECORD_PARTS} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`, [
-    profileIds,
-  ])
+  const r = await query<RecordRow>(
+    db,
+    'loadUserRecords',
+    `${SELECT_PROFILE}, ${PROFILE_PARTS}, ${SUMMARIES} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`,
+    [profileIds],
+  )
   for (const row of r.rows) {
     const { profile, parts } = split(row)
     out.set(row.id, { record: userRecordOf(profile, parts), profile })
@@ -42,17 +48,29 @@ export async function loadUserRecords(db: Queryable, profileIds: number[]): Prom
   return out
 }
 
+/** The stored record (no summaries) of each profile, for its snapshot. */
+export async function loadStoredRecords(db: Queryable, profileIds: number[]): Promise<{ record: StoredRecord; profile: ProfileRow }[]> {
+  if (profileIds.length === 0) return []
+  const r = await query<RecordRow>(db, 'loadStoredRecords', `${SELECT_PROFILE}, ${PROFILE_PARTS} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`, [
+    profileIds,
+  ])
+  return r.rows.map((row) => {
+    const { profile, parts } = split(row)
+    return { record: storedRecordOf(profile, parts), profile }
+  })
+}
+
 /**
  * Loads and row-locks (in id order, so concurrent batches never deadlock) every profile the
- * lookup names, with the parts of its record, so a batch can build its snapshots in memory.
+ * lookup names, with the parts of its stored record, so a batch can build its snapshots in memory.
  */
-export async function lockProfileRecords(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ profile: ProfileRow; parts: RecordParts }[]> {
+export async function lockProfileRecords(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
   const r = await query<RecordRow>(
     db,
     'lockProfileRecords',
     `WITH wanted AS (${WANTED_PROFILES}),
      locked AS (SELECT * FROM profiles WHERE id IN (SELECT id FROM wanted) ORDER BY id FOR UPDATE)
-     ${SELECT_PROFILE}, ${RECORD_PARTS} FROM locked p ORDER BY p.id`,
+     ${SELECT_PROFILE}, ${PROFILE_PARTS} FROM locked p ORDER BY p.id`,
     lookupParams(workspaceId, lookup),
   )
   return r.rows.map(split)

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
 import { storedProfile } from '../../helpers/stored-profile.js'
-import type { RecordParts } from '../../../shared/domain/user-record.js'
+import type { ProfileParts } from '../../../shared/domain/user-record.js'
 import { ProfileIndex } from '../../../workers/track/profile-index.js'
 
 const WS = 'ws-1'
@@ -9,7 +9,7 @@ const NOW = '2026-05-01T00:00:00.000Z'
 
 const profile = (id: number, fields: Partial<ProfileRow> = {}) => storedProfile(id, fields, WS)
 
-const noParts = (): RecordParts => ({ aliases: [], tokens: [], summaries: [], subscriptions: [] })
+const noParts = (): ProfileParts => ({ aliases: [], tokens: [], subscriptions: [] })
 
 /** An index over three stored profiles: two share an email and a phone; profile 2 was updated last. */
 function storedIndex(idPool = [100, 101, 102]) {
@@ -130,35 +130,29 @@ describe('ProfileIndex changes', () => {
     ])
   })
 
-  it('sums occurrences per event or product, keeping the earliest first and latest last', () => {
-    const { index, cid } = storedIndex()
-    index.addOccurrence(cid, 'event', 'played', '2026-04-02T00:00:00Z')
-    index.addOccurrence(cid, 'event', 'played', '2026-04-01T00:00:00Z')
-    index.addOccurrence(cid, 'event', 'played', '2026-04-03T00:00:00Z')
-    index.addOccurrence(cid, 'purchase', 'sku-1', '2026-04-05T00:00:00Z')
-    index.addOccurrence(cid, 'event', 'opened', '2026-04-04T00:00:00Z')
-    const { record } = index.recordOf(cid.id)
-    expect(record.custom_events).toEqual([
-      { name: 'opened', first: '2026-04-04T00:00:00Z', last: '2026-04-04T00:00:00Z', count: 1 },
-      { name: 'played', first: '2026-04-01T00:00:00Z', last: '2026-04-03T00:00:00Z', count: 3 },
-    ])
-    expect(record.purchases).toEqual([{ name: 'sku-1', first: '2026-04-05T00:00:00Z', last: '2026-04-05T00:00:00Z', count: 1 }])
+  it('makes a profile that gets an event the most recently updated, leaving its stored record as it was', () => {
+    const { index, ann, bob } = storedIndex()
+    const before = index.recordOf(ann.id).record
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(bob)
+    index.addOccurrence(ann)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(ann)
+    expect(index.recordOf(ann.id).record).toEqual(before)
+    expect(before).not.toHaveProperty('custom_events')
   })
 
   it('saves the created profiles and the stored ones it changed, each at the version its save gives it', () => {
     const { index, ann, bob, cid } = storedIndex()
     const created = index.create({ kind: 'external_id', value: 'dan' })
     index.touch(created)
-    index.addOccurrence(created, 'event', 'played', NOW)
-    index.addOccurrence(cid, 'event', 'played', NOW)
+    index.addOccurrence(created)
+    index.addOccurrence(cid)
     index.touch(cid)
-    // Bob only got an event: his row needs a new version, not a rewrite of his fields.
-    index.addOccurrence(bob, 'event', 'played', NOW)
-    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid], versionOnly: [bob.id] })
-    expect(index.touchedIds()).toEqual([created.id, cid.id, bob.id])
+    // Bob only got an event: his row needs a new updated_at, not a new version, a rewrite or a snapshot.
+    index.addOccurrence(bob)
+    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid], occurredOnly: [bob.id] })
+    expect(index.touchedIds()).toEqual([created.id, cid.id])
     expect(index.recordOf(created.id).version).toBe(1)
     expect(index.recordOf(cid.id).version).toBe(4)
-    expect(index.recordOf(bob.id).version).toBe(4)
     expect(index.recordOf(ann.id).randomBucket).toBe(7)
   })
 })
