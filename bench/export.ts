@@ -88,7 +88,9 @@ function benchConfig(dbName: string, dataDir: string) {
 
 /**
  * N snapshot rows generated inside ClickHouse: records of the shape the track worker writes
- * (identifiers, names, a few custom attributes and event summaries), about 600 bytes each.
+ * (identifiers, names, a few custom attributes; about 500 bytes each), and each user's history:
+ * 1 to 10 `played` events over the last 120 days and one purchase (5.5 million rows for a million
+ * users), which the export reads its summaries from.
  */
 async function seedSnapshots(ctx: Context, workspaceId: string, users: number): Promise<void> {
   const ch = ctx.clickhouse!
@@ -100,10 +102,15 @@ async function seedSnapshots(ctx: Context, workspaceId: string, users: number): 
                 ',"first_name":"First', toString(number), '","last_name":"Last","email":"user', toString(number),
                 '@example.com","country":"FR","language":"fr","email_subscribe":"subscribed",',
                 '"custom_attributes":{"plan":"', if(number % 2 = 0, 'gold', 'free'), '","visits":', toString(number % 97),
-                ',"tags":["a","b"]},"custom_events":[{"name":"played","first":"2024-01-01T00:00:00.000Z","last":"',
-                formatDateTime(now() - toIntervalDay(number % 120), '%Y-%m-%dT%H:%i:%S.000Z', 'UTC'), '","count":', toString(number % 50 + 1),
-                '}],"purchases":[{"name":"sku-1","first":"2024-02-01T00:00:00.000Z","last":"2024-02-01T00:00:00.000Z","count":1}]}')
+                ',"tags":["a","b"]}}')
               FROM numbers({n:UInt64})`,
+    query_params: { ws: workspaceId, n: users },
+  })
+  await ch.client.command({
+    query: `INSERT INTO ${ch.database}.events (workspace_id, profile_id, event_id, kind, name, app_id, time, properties, currency, price, quantity)
+            SELECT {ws:String}, u + 1, concat(toString(u), '-', toString(k)), if(k = 0, 'purchase', 'event'), if(k = 0, 'sku-1', 'played'), '',
+                   now64(3) - toIntervalSecond((u * 7919 + k * 104729) % (120 * 86400)), '{}', if(k = 0, 'USD', ''), if(k = 0, 9.99, 0), if(k = 0, 1, 0)
+              FROM (SELECT number AS u FROM numbers({n:UInt64})) ARRAY JOIN range(toUInt64(u % 10 + 2)) AS k`,
     query_params: { ws: workspaceId, n: users },
   })
 }

@@ -6,7 +6,7 @@
 // exist before the clock starts (as the preloaded profiles do), and events with nested properties.
 import path from 'node:path'
 import pg from 'pg'
-import { tsvLine } from '../shared/clickhouse/batch-inserter.js'
+import { tsvLine } from '../shared/clickhouse/tsv.js'
 import { openClickHouse } from '../shared/clickhouse/client.js'
 import { rmSync } from 'node:fs'
 import { freshDatabase, tempDir } from './lib.js'

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Erasures, Override } from '../db/repositories/override-repository.js'
-import { batchInserterOf, tsvLine } from './batch-inserter.js'
+import { batchInserterOf } from './batch-inserter.js'
+import { tsvLine } from './tsv.js'
 import type { ClickHouse } from './client.js'
 import { EVENT_COLUMNS } from './event-repository.js'
 

@@ -1,4 +1,5 @@
-import { batchInserterOf, tsvLine, type InsertTarget } from './batch-inserter.js'
+import { batchInserterOf, type InsertTarget } from './batch-inserter.js'
+import { tsvLine } from './tsv.js'
 import { FilterableFields } from '../domain/segment-filter.js'
 import { FieldColumns, fieldColumnValue } from '../domain/segment-sql.js'
 import type { StoredRecord } from '../domain/user-record.js'

@@ -1,28 +1,46 @@
 /** Reads the members after the keyset cursor `after` (a profile id), at most `limit`, in profile id order. */
-export type PageReader<T> = (after: string, limit: number) => Promise<T[]>
+export type PageReader<R> = (after: string, limit: number) => Promise<R[]>
+
+/** Completes a page read (for an export: the members' summaries from the event history). */
+export type PageEnricher<R, T> = (rows: R[]) => Promise<T[]>
+
+/** Pages read or being read beyond the one being written out. */
+const AHEAD = 2
 
 /**
- * Segment members in profile id order, read in keyset pages. The next page is fetched while the
- * current one is written out (the engine works on its own threads), and at most these two pages
- * are held: the export's memory stays bounded by the page size whatever the segment's size.
+ * Segment members in profile id order, read in keyset pages. A page is read, then enriched; the
+ * next page's read starts as soon as this page's read returns its last id, so it runs beside this
+ * page's enrichment and beside the writing of the pages before it (the engine works on its own
+ * threads). At most AHEAD pages are held beside the one being written: the export's memory stays
+ * bounded by the page size whatever the segment's size.
  */
-export class MemberPages<T extends { profile_id: string }> {
+export class MemberPages<R extends { profile_id: string }, T> {
   private page: T[] = []
   private position = 0
-  private next: Promise<T[]> | undefined
+  private readonly pending: Promise<T[]>[] = []
+  /** The cursor of a read held back because AHEAD pages were pending; undefined once the last page was read. */
+  private heldAfter: string | undefined
+  private reading = false
 
-  constructor(private readonly read: PageReader<T>, private readonly pageSize: number) {
-    this.next = this.fetch('0')
+  constructor(
+    private readonly read: PageReader<R>,
+    private readonly enrich: PageEnricher<R, T>,
+    private readonly pageSize: number,
+  ) {
+    this.fetch('0')
   }
 
   async hasMore(): Promise<boolean> {
     if (this.position < this.page.length) return true
-    if (!this.next) return false
-    this.page = await this.next
+    const next = this.pending.shift()
+    if (!next) return false
+    this.page = await next
     this.position = 0
-    // A short page is the last one: no query just to learn that nothing follows.
-    const full = this.page.length === this.pageSize
-    this.next = full ? this.fetch(this.page[this.page.length - 1].profile_id) : undefined
+    if (this.heldAfter !== undefined && !this.reading) {
+      const after = this.heldAfter
+      this.heldAfter = undefined
+      this.fetch(after)
+    }
     return this.page.length > 0
   }
 
@@ -31,10 +49,25 @@ export class MemberPages<T extends { profile_id: string }> {
     for (let taken = 0; taken < n && (await this.hasMore()); taken++) yield this.page[this.position++]
   }
 
-  private fetch(after: string): Promise<T[]> {
-    const pending = this.read(after, this.pageSize)
-    // A prefetch nobody awaits (the export stopped on another error) must not become an unhandled rejection.
-    pending.catch(() => {})
-    return pending
+  private fetch(after: string): void {
+    this.reading = true
+    const rows = this.read(after, this.pageSize)
+    const page = rows.then((r) => this.enrich(r))
+    // A page nobody awaits (the export stopped on another error) must not become an unhandled rejection.
+    page.catch(() => {})
+    this.pending.push(page)
+    rows.then(
+      (r) => {
+        this.reading = false
+        // A short page is the last one: no query just to learn that nothing follows.
+        if (r.length < this.pageSize) return
+        const last = r[r.length - 1].profile_id
+        if (this.pending.length < AHEAD) this.fetch(last)
+        else this.heldAfter = last
+      },
+      () => {
+        this.reading = false
+      },
+    )
   }
 }

@@ -64,11 +64,14 @@ async function runExport(deps: WorkerDeps, run: ExportRun): Promise<number> {
   const compiled = compileFor(deps.clickhouse, filter)
   const now = new Date()
   const summariesWanted = needsSummaries(projectionOf(run, now))
-  const members = new MemberPages<ExportMember>(async (after, limit) => {
-    const page = await readSegmentPage(deps.clickhouse, run.workspace_id, compiled, { after, limit })
-    const summaries = summariesWanted ? await readEventSummaries(deps.clickhouse, run.workspace_id, page.map((m) => Number(m.profile_id))) : new Map()
-    return page.map((m) => ({ ...m, summaries: summaries.get(Number(m.profile_id)) ?? [] }))
-  }, Math.min(PAGE_SIZE, deps.config.EXPORT_USERS_PER_FILE))
+  const members = new MemberPages(
+    (after, limit) => readSegmentPage(deps.clickhouse, run.workspace_id, compiled, { after, limit }),
+    async (page): Promise<ExportMember[]> => {
+      const summaries = summariesWanted ? await readEventSummaries(deps.clickhouse, run.workspace_id, page.map((m) => Number(m.profile_id))) : new Map()
+      return page.map((m) => ({ ...m, summaries: summaries.get(Number(m.profile_id)) ?? [] }))
+    },
+    Math.min(PAGE_SIZE, deps.config.EXPORT_USERS_PER_FILE),
+  )
   const lines = recordLines(run, now)
   let exported = 0
   try {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { batchInserterOf, tsvLine } from '../../../shared/clickhouse/batch-inserter.js'
-import { insertEvents, type EventRow } from '../../../shared/clickhouse/event-repository.js'
+import { batchInserterOf } from '../../../shared/clickhouse/batch-inserter.js'
+import { tsvLine } from '../../../shared/clickhouse/tsv.js'
+import { insertEvents, readEventSummaries, type EventRow } from '../../../shared/clickhouse/event-repository.js'
 import { readSnapshots, writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
 
@@ -10,18 +11,6 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await env?.close()
-})
-
-describe('tsvLine', () => {
-  it('joins fields with tabs and ends the line', () => {
-    expect(tsvLine(['ws', 7, 'e:1', 1.5])).toBe('ws\t7\te:1\t1.5\n')
-  })
-
-  it('escapes the characters TabSeparated gives meaning to, and nothing else', () => {
-    expect(tsvLine(['a\\b', 'tab\there', 'line\nbreak', 'cr\rhere', '{"q":"x\\"y"}', 'ünï €'])).toBe(
-      'a\\\\b\ttab\\there\tline\\nbreak\tcr\\rhere\t{"q":"x\\\\"y"}\tünï €\n',
-    )
-  })
 })
 
 describe('inserts through the group commit', () => {
@@ -40,6 +29,10 @@ describe('inserts through the group commit', () => {
     })
     expect(await rs.json()).toEqual([
       { event_id: row.event_id, name: awkward, app_id: 'app\t1', properties, price: 2.25, quantity: 3, time: '2024-05-01 12:00:00.123' },
+    ])
+    // And reads back exactly through a TabSeparated result.
+    expect((await readEventSummaries(env.clickhouse, 'ws-tsv', [42])).get(42)).toEqual([
+      { kind: 'event', name: awkward, first: '2024-05-01T12:00:00.123Z', last: '2024-05-01T12:00:00.123Z', count: 1 },
     ])
   })
 

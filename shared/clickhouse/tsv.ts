@@ -1,0 +1,28 @@
+/** TabSeparated text, as the engine reads and writes it: cheaper to encode and parse than JSON rows. */
+
+const TSV_SPECIAL = /[\\\t\n\r]/
+const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' }
+/** What the engine's escapes in TabSeparated output stand for; any other escaped character stands for itself. */
+const TSV_UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', '0': '\0' }
+
+/** One row as a TabSeparated line. */
+export function tsvLine(fields: readonly (string | number)[]): string {
+  let line = ''
+  for (let i = 0; i < fields.length; i++) {
+    const f = fields[i]
+    const text = typeof f === 'number' ? String(f) : TSV_SPECIAL.test(f) ? f.replace(/[\\\t\n\r]/g, (c) => TSV_ESCAPES[c]) : f
+    line += i === 0 ? text : '\t' + text
+  }
+  return line + '\n'
+}
+
+/** The rows of a TabSeparated result, each as its fields' text. */
+export function tsvRows(text: string): string[][] {
+  const rows: string[][] = []
+  if (text === '') return rows
+  // Every line ends with a newline: the piece after the last one is no row.
+  for (const line of text.slice(0, text.endsWith('\n') ? -1 : undefined).split('\n')) {
+    rows.push(line.split('\t').map((f) => (f.includes('\\') ? f.replace(/\\(.)/g, (_, c: string) => TSV_UNESCAPES[c] ?? c) : f)))
+  }
+  return rows
+}

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest'
+import { tsvLine, tsvRows } from '../../../shared/clickhouse/tsv.js'
+
+describe('tsvLine', () => {
+  it('joins fields with tabs and ends the line', () => {
+    expect(tsvLine(['ws', 7, 'e:1', 1.5])).toBe('ws\t7\te:1\t1.5\n')
+  })
+
+  it('escapes the characters TabSeparated gives meaning to, and nothing else', () => {
+    expect(tsvLine(['a\\b', 'tab\there', 'line\nbreak', 'cr\rhere', '{"q":"x\\"y"}', 'ünï €'])).toBe(
+      'a\\\\b\ttab\\there\tline\\nbreak\tcr\\rhere\t{"q":"x\\\\"y"}\tünï €\n',
+    )
+  })
+})
+
+describe('tsvRows', () => {
+  it('splits lines and fields, and undoes every escape the engine writes', () => {
+    expect(tsvRows('a\\\\b\ttab\\there\tline\\nbreak\n\\0\\b\\f\\r\\\'q\t\n')).toEqual([
+      ['a\\b', 'tab\there', 'line\nbreak'],
+      ['\0\b\f\r\'q', ''],
+    ])
+  })
+
+  it('reads back what tsvLine wrote, and nothing from an empty result', () => {
+    const fields = ['back\\slash', 'tab\t', 'new\nline', 'cr\r', '', 'ünï €']
+    expect(tsvRows(tsvLine(fields) + tsvLine(['x']))).toEqual([fields, ['x']])
+    expect(tsvRows('')).toEqual([])
+  })
+})
