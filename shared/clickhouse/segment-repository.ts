@@ -3,6 +3,7 @@ import { compileSegmentFilter, type CompiledFilter } from '../domain/segment-sql
 import type { ClickHouse } from './client.js'
 import { historyTablesOf } from './event-repository.js'
 import { inlineQueryParams } from './literals.js'
+import { tsvRows } from './tsv.js'
 
 /** One segment member as stored: the profile id (a UInt64, kept as text) and its record JSON. */
 export interface MemberRow {
@@ -47,9 +48,9 @@ export async function readSegmentPage(
              WHERE workspace_id = {ws:String} AND profile_id > {after:UInt64} AND ${compiled.where}
              ORDER BY profile_id LIMIT {limit:UInt32}`,
     query_params: { ...compiled.params, ws: workspaceId, after: page.after, limit: page.limit },
-    format: 'JSONEachRow',
+    // Records are JSON text: as TabSeparated they arrive nearly as stored, where JSON rows would
+    // escape every quote in them and be parsed twice.
+    format: 'TabSeparated',
   })
-  // 64-bit integers may come back as JSON numbers or quoted strings depending on the settings.
-  const rows = await rs.json<{ profile_id: string | number; record: string }>()
-  return rows.map((r) => ({ profile_id: String(r.profile_id), record: r.record }))
+  return tsvRows(await rs.text()).map(([profile_id, record]) => ({ profile_id, record }))
 }
