@@ -62,10 +62,11 @@ export async function countEvents(ch: ClickHouse, workspaceId: string, profileId
 export async function readEventSummaries(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, KindedSummary[]>> {
   const out = new Map<number, KindedSummary[]>()
   if (profileIds.length === 0) return out
+  const tables = historyTablesOf(ch)
   // The merge overrides pointing at these profiles, first: the events query then reads the rows of
   // the profiles and of those merged into them by key, without a join per page.
   const merged = await ch.client.query({
-    query: `SELECT old_profile_id, new_profile_id FROM ${historyTablesOf(ch).overridesTable} FINAL
+    query: `SELECT old_profile_id, new_profile_id FROM ${tables.overridesTable} FINAL
              WHERE workspace_id = {ws:String} AND new_profile_id IN {ids:Array(UInt64)}`,
     query_params: { ws: workspaceId, ids: profileIds },
     format: 'JSONEachRow',
@@ -76,7 +77,7 @@ export async function readEventSummaries(ch: ClickHouse, workspaceId: string, pr
   const rs = await ch.client.query({
     query: `SELECT transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id) AS owner, kind, name,
                    min(time), max(time), uniqExact(event_id)
-             FROM ${ch.database}.events
+             FROM ${tables.eventsTable}
              WHERE workspace_id = {ws:String} AND profile_id IN {read:Array(UInt64)}
              GROUP BY owner, kind, name ORDER BY owner, name, kind`,
     query_params: { ws: workspaceId, olds, news, read: [...profileIds, ...olds] },

@@ -18,9 +18,8 @@ export class MemberPages<R extends { profile_id: string }, T> {
   private page: T[] = []
   private position = 0
   private readonly pending: Promise<T[]>[] = []
-  /** The cursor of a read held back because AHEAD pages were pending; undefined once the last page was read. */
+  /** The cursor of a read held back because AHEAD pages were pending (no read runs meanwhile). */
   private heldAfter: string | undefined
-  private reading = false
 
   constructor(
     private readonly read: PageReader<R>,
@@ -36,7 +35,7 @@ export class MemberPages<R extends { profile_id: string }, T> {
     if (!next) return false
     this.page = await next
     this.position = 0
-    if (this.heldAfter !== undefined && !this.reading) {
+    if (this.heldAfter !== undefined) {
       const after = this.heldAfter
       this.heldAfter = undefined
       this.fetch(after)
@@ -50,7 +49,6 @@ export class MemberPages<R extends { profile_id: string }, T> {
   }
 
   private fetch(after: string): void {
-    this.reading = true
     const rows = this.read(after, this.pageSize)
     const page = rows.then((r) => this.enrich(r))
     // A page nobody awaits (the export stopped on another error) must not become an unhandled rejection.
@@ -58,16 +56,14 @@ export class MemberPages<R extends { profile_id: string }, T> {
     this.pending.push(page)
     rows.then(
       (r) => {
-        this.reading = false
         // A short page is the last one: no query just to learn that nothing follows.
         if (r.length < this.pageSize) return
         const last = r[r.length - 1].profile_id
         if (this.pending.length < AHEAD) this.fetch(last)
         else this.heldAfter = last
       },
-      () => {
-        this.reading = false
-      },
+      // The failure reaches the export through `page`.
+      () => {},
     )
   }
 }

@@ -31,16 +31,16 @@ function split(row: RecordRow): { profile: ProfileRow; parts: RecordParts } {
   return { profile, parts: { aliases: aliases ?? [], tokens: tokens ?? [], summaries: summaries ?? [], subscriptions: subscriptions ?? [] } }
 }
 
+/** Profiles by id with the record parts `parts` selects, in id order. */
+function recordRows(db: Queryable, name: string, parts: string, profileIds: number[]) {
+  return query<RecordRow>(db, name, `${SELECT_PROFILE}, ${parts} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`, [profileIds])
+}
+
 /** The user record of each profile (all-time summaries) as `/users/export/ids` answers it, keyed by profile id. */
 export async function loadUserRecords(db: Queryable, profileIds: number[]): Promise<Map<number, { record: UserRecord; profile: ProfileRow }>> {
   const out = new Map<number, { record: UserRecord; profile: ProfileRow }>()
   if (profileIds.length === 0) return out
-  const r = await query<RecordRow>(
-    db,
-    'loadUserRecords',
-    `${SELECT_PROFILE}, ${PROFILE_PARTS}, ${SUMMARIES} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`,
-    [profileIds],
-  )
+  const r = await recordRows(db, 'loadUserRecords', `${PROFILE_PARTS}, ${SUMMARIES}`, profileIds)
   for (const row of r.rows) {
     const { profile, parts } = split(row)
     out.set(row.id, { record: userRecordOf(profile, parts), profile })
@@ -51,9 +51,7 @@ export async function loadUserRecords(db: Queryable, profileIds: number[]): Prom
 /** The stored record (no summaries) of each profile, for its snapshot. */
 export async function loadStoredRecords(db: Queryable, profileIds: number[]): Promise<{ record: StoredRecord; profile: ProfileRow }[]> {
   if (profileIds.length === 0) return []
-  const r = await query<RecordRow>(db, 'loadStoredRecords', `${SELECT_PROFILE}, ${PROFILE_PARTS} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id`, [
-    profileIds,
-  ])
+  const r = await recordRows(db, 'loadStoredRecords', PROFILE_PARTS, profileIds)
   return r.rows.map((row) => {
     const { profile, parts } = split(row)
     return { record: storedRecordOf(profile, parts), profile }
