@@ -40,6 +40,15 @@ const written = ([name, type]: Column) => (type === 'boolean' ? `coalesce(r.${na
 const READ_FIELDS: readonly Column[] = [...WRITE_FIELDS, ['updated_at', 'timestamptz'], ['version', 'int']]
 export const SELECT_PROFILE = `SELECT ${READ_FIELDS.map(selected).join(', ')}`
 
+/**
+ * The profile of a row that selected SELECT_PROFILE beside other columns, as one object literal
+ * of fixed shape (a generated function): copying a wide row with a rest pattern cost more than
+ * reading it (a batch reads thousands).
+ */
+export const profileOfRow = new Function('row', `return { ${READ_FIELDS.map(([name]) => `${name}: row.${name}`).join(', ')} }`) as (
+  row: ProfileRow,
+) => ProfileRow
+
 const INSERT_PROFILES = `INSERT INTO profiles (${WRITE_FIELDS.map(([name]) => name).join(', ')}, updated_at, version)
        SELECT ${WRITE_FIELDS.map(written).join(', ')}, now(), 1
          FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})`
@@ -63,20 +72,26 @@ export interface LockedProfiles {
 
 export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`
 
-/** The profile ids a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as a CTE body. */
-export const WANTED_PROFILES = `
-       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
+/**
+ * The profile ids a lookup names, as a CTE body: $1 the workspace, then the lookup's six arrays
+ * from `$first` on (`lookupArrays`). `lookupParams` binds one lookup at $2..$7.
+ */
+export function wantedProfiles(first = 2): string {
+  const $ = (i: number) => `$${first + i}`
+  return `
+       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY(${$(0)}::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY(${$(1)}::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY(${$(2)}::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY(${$(3)}::text[])
        UNION SELECT a.profile_id FROM profile_aliases a
-               JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+               JOIN unnest(${$(4)}::text[], ${$(5)}::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
               WHERE a.workspace_id = $1`
+}
 
-export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {
+/** A lookup's six arrays, in the order `wantedProfiles` binds them. */
+export function lookupArrays(lookup: ProfileLookup): unknown[] {
   const aliases = lookup.aliases ?? []
   return [
-    workspaceId,
     lookup.externalIds ?? [],
     lookup.serviceIds ?? [],
     lookup.emails ?? [],
@@ -84,6 +99,10 @@ export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknow
     aliases.map((a) => a.alias_label),
     aliases.map((a) => a.alias_name),
   ]
+}
+
+export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {
+  return [workspaceId, ...lookupArrays(lookup)]
 }
 
 /**
@@ -95,7 +114,7 @@ export async function lockProfiles(db: Queryable, workspaceId: string, lookup: P
   const r = await query<ProfileRow>(
     db,
     'lockProfiles',
-    `WITH wanted AS (${WANTED_PROFILES})
+    `WITH wanted AS (${wantedProfiles()})
      ${SELECT_PROFILE} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
     params,
   )
@@ -161,10 +180,23 @@ export async function touchProfiles(db: Queryable, ids: number[]): Promise<void>
   await query(db, 'touchProfiles', 'UPDATE profiles SET updated_at = now(), version = version + 1 WHERE id = ANY($1::bigint[])', [ids])
 }
 
-/** Profiles that only got events or purchases: the most recently updated now, their stored record (and version) unchanged. */
-export async function markUpdated(db: Queryable, ids: number[]): Promise<void> {
+/** The time of the caller's transaction (`now()`), the `updated_at` its writes stamp. */
+export async function transactionTime(db: Queryable): Promise<string> {
+  const r = await query<{ at: string }>(db, 'transactionTime', `SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`)
+  return r.rows[0].at
+}
+
+/**
+ * Profiles that only got events or purchases in a committed batch: they are the most recently
+ * updated as of `at` (that batch's transaction time), their stored record and version unchanged.
+ * Run after the commit, holding no other lock: it may wait for a batch of another partition that
+ * holds one of these rows, never the other way round, and it locks in id order (an index scan of
+ * the sorted ids), as every batch's first read does, so the two cannot wait for each other. A
+ * later `updated_at` is kept; a profile deleted since is skipped.
+ */
+export async function stampUpdatedAt(db: Queryable, ids: number[], at: string): Promise<void> {
   if (ids.length === 0) return
-  await query(db, 'markUpdated', 'UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids])
+  await query(db, 'stampUpdatedAt', 'UPDATE profiles SET updated_at = $2 WHERE id = ANY($1::bigint[]) AND updated_at < $2', [ids, at])
 }
 
 export async function insertAliases(db: Queryable, workspaceId: string, rows: { alias_label: string; alias_name: string; profile_id: number }[]): Promise<void> {
@@ -185,7 +217,7 @@ export async function profilesWithEmails(db: Queryable, workspaceId: string, ema
   const r = await query<{ id: number; email: string }>(
     db,
     'profilesWithEmails',
-    'SELECT id, email FROM profiles WHERE workspace_id = $1 AND email = ANY($2::text[]) ORDER BY id FOR UPDATE',
+    'SELECT id, email FROM profiles WHERE workspace_id = $1 AND email = ANY($2::text[]) ORDER BY id FOR NO KEY UPDATE',
     [workspaceId, emails],
   )
   return r.rows
