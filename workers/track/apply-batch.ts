@@ -23,16 +23,23 @@ import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionCha
 
 /**
  * Every identifier the jobs name, in job order (a hot loop: no spreads): `changing` those of
- * attributes objects (the only objects that change a stored profile's fields), `reading` those of
- * events and purchases.
+ * attributes objects (the only objects that change a stored profile's fields), `reading` the other
+ * identifiers of events and purchases (one an attributes object names too is looked up once).
  */
 function identifiersOf(jobs: TrackJob[]): { changing: Identifier[]; reading: Identifier[] } {
   const changing: Identifier[] = []
+  const changingKeys = new Set<string>()
+  for (const job of jobs) {
+    for (const a of job.attributes) {
+      if (!a.identifier) continue
+      changing.push(a.identifier)
+      changingKeys.add(identifierKey(a.identifier))
+    }
+  }
   const reading: Identifier[] = []
   for (const job of jobs) {
-    for (const a of job.attributes) if (a.identifier) changing.push(a.identifier)
-    for (const e of job.events) reading.push(e.identifier)
-    for (const p of job.purchases) reading.push(p.identifier)
+    for (const e of job.events) if (!changingKeys.has(identifierKey(e.identifier))) reading.push(e.identifier)
+    for (const p of job.purchases) if (!changingKeys.has(identifierKey(p.identifier))) reading.push(p.identifier)
   }
   return { changing, reading }
 }
