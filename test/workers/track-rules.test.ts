@@ -55,6 +55,18 @@ describe('identification rules of /users/track', () => {
     expect(b.custom_attributes).toEqual({ picked: true })
   })
 
+  it('makes a user who only got an event the most recently updated of those sharing its email', async () => {
+    await trackAndWait({ attributes: [{ external_id: 'pair-first', email: 'pair@example.com' }] })
+    await trackAndWait({ attributes: [{ external_id: 'pair-second', email: 'pair@example.com' }] })
+    await trackAndWait({ events: [{ external_id: 'pair-first', name: 'visited', time: new Date().toISOString() }] })
+    await trackAndWait({ attributes: [{ email: 'pair@example.com', picked: true }] })
+    const users = (await read({ external_ids: ['pair-first', 'pair-second'] })).users
+    expect(users.map((u) => [u.external_id, u.custom_attributes])).toEqual([
+      ['pair-first', { picked: true }],
+      ['pair-second', undefined],
+    ])
+  })
+
   it('accepts only valid phone numbers and stores them in E.164', async () => {
     const r = await env.call('POST', '/users/track', { key: ws.key, body: { attributes: [{ phone: '12345' }, { phone: '+1 (415) 555-2671', city_hint: 'sf' }] } })
     expect(r.body.errors).toEqual([expect.objectContaining({ index: 0, message: expect.stringMatching(/^attributes\[0\]\.phone: must be a valid phone number/) })])

@@ -5,6 +5,7 @@ import {
   allocateProfileIds,
   deleteProfiles,
   insertAliases,
+  markUpdated,
   profilesWithEmails,
   saveProfiles,
   setEmailSubscribe,
@@ -21,27 +22,15 @@ import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, t
 import { ProfileIndex } from './profile-index.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
 
-/**
- * Every identifier the jobs name, in job order (a hot loop: no spreads): `changing` those of
- * attributes objects (the only objects that change a stored profile's fields), `reading` the other
- * identifiers of events and purchases (one an attributes object names too is looked up once).
- */
-function identifiersOf(jobs: TrackJob[]): { changing: Identifier[]; reading: Identifier[] } {
-  const changing: Identifier[] = []
-  const changingKeys = new Set<string>()
+/** Every identifier the jobs name, in job order (a hot loop: no spreads). */
+function identifiersOf(jobs: TrackJob[]): Identifier[] {
+  const ids: Identifier[] = []
   for (const job of jobs) {
-    for (const a of job.attributes) {
-      if (!a.identifier) continue
-      changing.push(a.identifier)
-      changingKeys.add(identifierKey(a.identifier))
-    }
+    for (const a of job.attributes) if (a.identifier) ids.push(a.identifier)
+    for (const e of job.events) ids.push(e.identifier)
+    for (const p of job.purchases) ids.push(p.identifier)
   }
-  const reading: Identifier[] = []
-  for (const job of jobs) {
-    for (const e of job.events) if (!changingKeys.has(identifierKey(e.identifier))) reading.push(e.identifier)
-    for (const p of job.purchases) if (!changingKeys.has(identifierKey(p.identifier))) reading.push(p.identifier)
-  }
-  return { changing, reading }
+  return ids
 }
 
 function lookupOf(ids: Identifier[]): ProfileLookup {
@@ -91,8 +80,6 @@ export interface AppliedTrackJobs {
   errors: Map<string, TrackApplyError[]>
   /** Snapshots built from the batch's own state. */
   snapshots: Snapshot[]
-  /** Stored profiles that only had events or purchases (`updated_at` to stamp after the commit). */
-  occurred: number[]
   /** Profiles whose snapshot must be read back (changed by statements rather than in memory). */
   reread: { workspaceId: string; profileIds: number[] }[]
   deleted: { workspaceId: string; profiles: { id: number; version: number }[] }[]
@@ -105,7 +92,7 @@ export interface AppliedTrackJobs {
  * read other profiles' rows (shared emails, address states), which only a non-plain job needs.
  */
 export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], now: string): Promise<AppliedTrackJobs> {
-  const out: AppliedTrackJobs = { owners: new Map(), errors: new Map(), occurred: [], snapshots: [], reread: [], deleted: [] }
+  const out: AppliedTrackJobs = { owners: new Map(), errors: new Map(), snapshots: [], reread: [], deleted: [] }
   const byWorkspace = new Map<string, KeyedTrackJob[]>()
   for (const j of jobs) {
     const list = byWorkspace.get(j.job.workspaceId) ?? []
@@ -121,7 +108,6 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
     await writeTrackBatch(db, ws, batch)
     const stateful = await applyStatefulRules(db, ws, batch, all)
     collectChanges(ws, batch, stateful, all.every(isPlainTrackJob), out)
-    for (const id of batch.profiles.occurredOnly()) out.occurred.push(id)
   }
   return out
 }
@@ -129,10 +115,10 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
 /** The batch's one read: profiles (locked) with their record parts, push tokens, subscription groups; ids for profiles it may create. */
 async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string): Promise<TrackBatch> {
   const idPool: number[] = []
-  const { changing, reading } = identifiersOf(jobs)
-  const index = new ProfileIndex(await lockProfileRecords(db, ws, { changing: lookupOf(changing), reading: lookupOf(reading) }), ws, idPool, now)
+  const ids = identifiersOf(jobs)
+  const index = new ProfileIndex(await lockProfileRecords(db, ws, lookupOf(ids)), ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
-  idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, [...changing, ...reading], index))))
+  idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
   const tokens = jobs.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
   const groupIds = [...new Set(jobs.flatMap((job) => job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id))))]
   return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
@@ -140,8 +126,9 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 
 /** Each table's rows, written once. */
 async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
-  const { created, changed } = batch.profiles.rowsToSave()
+  const { created, changed, occurredOnly } = batch.profiles.rowsToSave()
   await saveProfiles(db, created, changed)
+  await markUpdated(db, occurredOnly)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
   await addEventSummaries(db, [...batch.summaries.values()])

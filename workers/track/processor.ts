@@ -1,9 +1,6 @@
 import type { EventRow } from '../../shared/clickhouse/event-repository.js'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
-import type { Pool } from '../../shared/db/pool.js'
-import type { BatchOutbox } from '../../shared/db/repositories/job-ledger-repository.js'
 import { recordErasures } from '../../shared/db/repositories/override-repository.js'
-import { stampUpdatedAt, transactionTime } from '../../shared/db/repositories/profile-repository.js'
 import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
 import { exactlyOnce } from '../exactly-once.js'
@@ -72,23 +69,17 @@ export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTra
       const deleted = applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) }))
       // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
       await recordErasures(db, deleted)
-      const occurred = applied.occurred.length ? { at: await transactionTime(db), profileIds: applied.occurred } : undefined
       return {
         errors: applied.errors,
-        outbox: { owners: Object.fromEntries(applied.owners), profiles: [...applied.reread, ...profilesOf(applied.snapshots)], deleted: applied.deleted, occurred },
+        outbox: { owners: Object.fromEntries(applied.owners), profiles: [...applied.reread, ...profilesOf(applied.snapshots)], deleted: applied.deleted },
         carry: applied.snapshots,
       }
     },
     async deliver(owed, outboxes, snapshots) {
       const events = owed.flatMap((o) => eventRowsOf(o.entry.data, o.outbox.owners[o.key] ?? []))
-      await Promise.all([deliverToClickHouse(deps, outboxes, events, snapshots), stampOccurred(deps.pg, outboxes)])
+      await deliverToClickHouse(deps, outboxes, events, snapshots)
     },
   })
-}
-
-/** Stamps the `updated_at` of each owed batch's profiles that only had events or purchases (`stampUpdatedAt`). */
-async function stampOccurred(pg: Pool, outboxes: BatchOutbox[]): Promise<void> {
-  for (const { occurred } of outboxes) if (occurred) await stampUpdatedAt(pg, occurred.profileIds, occurred.at)
 }
 
 /** The profiles of snapshots, by workspace. */

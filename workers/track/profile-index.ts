@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto'
 import { aliasKey, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
 import { NoProfileFields } from '../../shared/domain/profile-fields.js'
-import type { LoadedProfile } from '../../shared/db/repositories/user-record-repository.js'
 import { byteOrder, storedRecordOf, type ProfileParts, type StoredRecord } from '../../shared/domain/user-record.js'
 
 /** Random bytes drawn from a pool: a system call per profile weighs more than the rest of its creation. */
@@ -43,8 +42,6 @@ export class ProfileIndex {
    * (they are now the most recently updated), not a new version, and their snapshot stays.
    */
   private readonly occurred = new Set<number>()
-  /** Profiles loaded for events and purchases only: locked so that they stay, not so that their fields may change. */
-  private readonly readOnly = new Set<number>()
   readonly newAliases: { alias_label: string; alias_name: string; profile_id: number }[] = []
   /** Profiles whose email or phone the batch set: states stored for those addresses now apply. */
   readonly addressChanged = new Set<number>()
@@ -60,16 +57,15 @@ export class ProfileIndex {
   private clock = 0
 
   constructor(
-    locked: LoadedProfile[],
+    locked: { profile: ProfileRow; parts: ProfileParts }[],
     private readonly workspaceId: string,
     private readonly idPool: number[],
     private readonly now: string,
   ) {
     // ISO times in one format compare as strings; localeCompare weighed more than the rest of the index.
     const sorted = [...locked].sort((a, b) => (a.profile.updated_at < b.profile.updated_at ? -1 : a.profile.updated_at > b.profile.updated_at ? 1 : a.profile.id - b.profile.id))
-    for (const { profile, parts, readOnly } of sorted) {
+    for (const { profile, parts } of sorted) {
       this.add(profile, parts)
-      if (readOnly) this.readOnly.add(profile.id)
       for (const a of parts.aliases) this.aliasOwner.set(aliasKey(a.alias_label, a.alias_name), profile.id)
       this.recency.set(profile.id, ++this.clock)
     }
@@ -148,27 +144,17 @@ export class ProfileIndex {
     if (!this.created.has(p.id) && !this.changed.has(p.id)) this.occurred.add(p.id)
   }
 
-  /**
-   * Marks a profile's fields changed (and it the most recently updated). Only attributes objects
-   * change fields, and every profile their identifiers name was loaded for changing: a read-only
-   * one here is a bug, refused before its write could overwrite another batch's.
-   */
+  /** Marks a profile's fields changed (and it the most recently updated). */
   touch(p: ProfileRow): void {
-    if (this.readOnly.has(p.id)) throw new Error(`profile ${p.id} was loaded read-only, yet an attributes object changes it`)
     this.recency.set(p.id, ++this.clock)
     if (this.created.has(p.id)) return
     this.changed.add(p.id)
     this.occurred.delete(p.id)
   }
 
-  /** Rows to write: the new profiles and the stored ones whose fields changed. */
-  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[] } {
-    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!) }
-  }
-
-  /** Stored profiles that only had events or purchases: their `updated_at` is stamped after the commit. */
-  occurredOnly(): number[] {
-    return [...this.occurred]
+  /** Rows to write: the new profiles, the stored ones whose fields changed, and the ids of those that only had events. */
+  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[]; occurredOnly: number[] } {
+    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!), occurredOnly: [...this.occurred] }
   }
 
   /** Profiles whose stored record the batch changes: each gets a new version and snapshot. */

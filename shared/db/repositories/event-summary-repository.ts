@@ -18,7 +18,6 @@ export async function addEventSummaries(db: Queryable, deltas: EventSummaryDelta
     `INSERT INTO profile_event_summaries (profile_id, kind, name, first_at, last_at, count)
      SELECT r.profile_id, r.kind, r.name, r.first_at, r.last_at, r.count
        FROM json_to_recordset($1::json) AS r(profile_id bigint, kind text, name text, first_at timestamptz, last_at timestamptz, count bigint)
-      ORDER BY r.profile_id, r.kind, r.name
      ON CONFLICT (profile_id, kind, name) DO UPDATE SET
        count = profile_event_summaries.count + excluded.count,
        first_at = LEAST(profile_event_summaries.first_at, excluded.first_at),

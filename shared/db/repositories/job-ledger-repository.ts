@@ -21,7 +21,7 @@ export async function pruneLedger(db: Queryable, retentionSeconds: number, limit
   return r.rowCount ?? 0
 }
 
-/** What a batch of jobs still owes after its Postgres commit (ClickHouse rows, `updated_at` stamps); held by its first job's ledger row. */
+/** What a batch of jobs still owes ClickHouse after its Postgres commit; held by its first job's ledger row. */
 export interface BatchOutbox {
   /** Owner profile of each event and purchase occurrence, per job key, in job order (null: not applied). */
   owners: Record<string, (number | null)[]>
@@ -29,8 +29,6 @@ export interface BatchOutbox {
   profiles: { workspaceId: string; profileIds: number[] }[]
   /** Profiles the batch deleted, with the version their tombstone carries. */
   deleted: { workspaceId: string; profiles: { id: number; version: number }[] }[]
-  /** Stored profiles that only had events or purchases, and the batch's transaction time: their `updated_at` (track batches). */
-  occurred?: { at: string; profileIds: number[] }
   /** Merge overrides the batch wrote or ended (identity batches). */
   overrides?: Override[]
 }

@@ -72,26 +72,20 @@ export interface LockedProfiles {
 
 export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`
 
-/**
- * The profile ids a lookup names, as a CTE body: $1 the workspace, then the lookup's six arrays
- * from `$first` on (`lookupArrays`). `lookupParams` binds one lookup at $2..$7.
- */
-export function wantedProfiles(first = 2): string {
-  const $ = (i: number) => `$${first + i}`
-  return `
-       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY(${$(0)}::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY(${$(1)}::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY(${$(2)}::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY(${$(3)}::text[])
+/** The profile ids a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as a CTE body. */
+export const WANTED_PROFILES = `
+       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
        UNION SELECT a.profile_id FROM profile_aliases a
-               JOIN unnest(${$(4)}::text[], ${$(5)}::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+               JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
               WHERE a.workspace_id = $1`
-}
 
-/** A lookup's six arrays, in the order `wantedProfiles` binds them. */
-export function lookupArrays(lookup: ProfileLookup): unknown[] {
+export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {
   const aliases = lookup.aliases ?? []
   return [
+    workspaceId,
     lookup.externalIds ?? [],
     lookup.serviceIds ?? [],
     lookup.emails ?? [],
@@ -99,10 +93,6 @@ export function lookupArrays(lookup: ProfileLookup): unknown[] {
     aliases.map((a) => a.alias_label),
     aliases.map((a) => a.alias_name),
   ]
-}
-
-export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {
-  return [workspaceId, ...lookupArrays(lookup)]
 }
 
 /**
@@ -114,7 +104,7 @@ export async function lockProfiles(db: Queryable, workspaceId: string, lookup: P
   const r = await query<ProfileRow>(
     db,
     'lockProfiles',
-    `WITH wanted AS (${wantedProfiles()})
+    `WITH wanted AS (${WANTED_PROFILES})
      ${SELECT_PROFILE} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
     params,
   )
@@ -180,23 +170,10 @@ export async function touchProfiles(db: Queryable, ids: number[]): Promise<void>
   await query(db, 'touchProfiles', 'UPDATE profiles SET updated_at = now(), version = version + 1 WHERE id = ANY($1::bigint[])', [ids])
 }
 
-/** The time of the caller's transaction (`now()`), the `updated_at` its writes stamp. */
-export async function transactionTime(db: Queryable): Promise<string> {
-  const r = await query<{ at: string }>(db, 'transactionTime', `SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`)
-  return r.rows[0].at
-}
-
-/**
- * Profiles that only got events or purchases in a committed batch: they are the most recently
- * updated as of `at` (that batch's transaction time), their stored record and version unchanged.
- * Run after the commit, holding no other lock: it may wait for a batch of another partition that
- * holds one of these rows, never the other way round, and it locks in id order (an index scan of
- * the sorted ids), as every batch's first read does, so the two cannot wait for each other. A
- * later `updated_at` is kept; a profile deleted since is skipped.
- */
-export async function stampUpdatedAt(db: Queryable, ids: number[], at: string): Promise<void> {
+/** Profiles that only got events or purchases: the most recently updated now, their stored record (and version) unchanged. */
+export async function markUpdated(db: Queryable, ids: number[]): Promise<void> {
   if (ids.length === 0) return
-  await query(db, 'stampUpdatedAt', 'UPDATE profiles SET updated_at = $2 WHERE id = ANY($1::bigint[]) AND updated_at < $2', [ids, at])
+  await query(db, 'markUpdated', 'UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids])
 }
 
 export async function insertAliases(db: Queryable, workspaceId: string, rows: { alias_label: string; alias_name: string; profile_id: number }[]): Promise<void> {
@@ -217,7 +194,7 @@ export async function profilesWithEmails(db: Queryable, workspaceId: string, ema
   const r = await query<{ id: number; email: string }>(
     db,
     'profilesWithEmails',
-    'SELECT id, email FROM profiles WHERE workspace_id = $1 AND email = ANY($2::text[]) ORDER BY id FOR NO KEY UPDATE',
+    'SELECT id, email FROM profiles WHERE workspace_id = $1 AND email = ANY($2::text[]) ORDER BY id FOR UPDATE',
     [workspaceId, emails],
   )
   return r.rows

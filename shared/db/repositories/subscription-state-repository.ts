@@ -42,7 +42,7 @@ export async function lockProfilesByKeys(
     'lockProfilesByKeys',
     `SELECT id, external_id, email, phone FROM profiles
       WHERE workspace_id = $1 AND (external_id = ANY($2::text[]) OR email = ANY($3::text[]) OR phone = ANY($4::text[]))
-      ORDER BY id FOR NO KEY UPDATE`,
+      ORDER BY id FOR UPDATE`,
     [workspaceId, keys.externalIds, keys.emails, keys.phones],
   )
   return r.rows

@@ -1,6 +1,6 @@
 import { storedRecordOf, userRecordOf, type ProfileParts, type RecordParts, type StoredRecord, type UserRecord } from '../../domain/user-record.js'
 import { query, type Queryable } from '../pool.js'
-import { SELECT_PROFILE, lookupArrays, profileOfRow, wantedProfiles, type ProfileLookup, type ProfileRow } from './profile-repository.js'
+import { SELECT_PROFILE, WANTED_PROFILES, lookupParams, profileOfRow, type ProfileLookup, type ProfileRow } from './profile-repository.js'
 
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
@@ -60,36 +60,18 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
   })
 }
 
-/** A profile a batch loaded, and whether it may only read it (see `lockProfileRecords`). */
-export interface LoadedProfile {
-  profile: ProfileRow
-  parts: ProfileParts
-  readOnly: boolean
-}
-
 /**
- * Loads every profile a batch names, with the parts of its stored record, so the batch can build
- * its snapshots in memory. Those `changing` names (it may change their fields) are row-locked FOR
- * NO KEY UPDATE; the others (named only by events and purchases: the batch adds to their summaries
- * and stamps their `updated_at` after its commit) FOR KEY SHARE, which no other batch's lock
- * conflicts with: a profile reached from two partitions (attributes by email, events by phone)
- * no longer makes one batch wait for the other's whole transaction. Only a delete (or a change of
- * a unique identifier) waits for a KEY SHARE. Each kind is locked in id order, so concurrent
- * batches never deadlock.
+ * Loads and row-locks (in id order, so concurrent batches never deadlock) every profile the
+ * lookup names, with the parts of its stored record, so a batch can build its snapshots in memory.
  */
-export async function lockProfileRecords(db: Queryable, workspaceId: string, lookup: { changing: ProfileLookup; reading: ProfileLookup }): Promise<LoadedProfile[]> {
-  const r = await query<RecordRow & { read_only: boolean }>(
+export async function lockProfileRecords(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
+  const r = await query<RecordRow>(
     db,
     'lockProfileRecords',
-    `WITH changing_ids AS (${wantedProfiles(2)}),
-     reading_ids AS (${wantedProfiles(8)}),
-     changing AS (SELECT *, false AS read_only FROM profiles WHERE id IN (SELECT id FROM changing_ids) ORDER BY id FOR NO KEY UPDATE),
-     reading AS (SELECT *, true AS read_only FROM profiles WHERE id IN (SELECT id FROM reading_ids EXCEPT SELECT id FROM changing_ids) ORDER BY id FOR KEY SHARE)
-     ${SELECT_PROFILE}, ${PROFILE_PARTS}, p.read_only FROM (SELECT * FROM changing UNION ALL SELECT * FROM reading) p ORDER BY p.id`,
-    [workspaceId, ...lookupArrays(lookup.changing), ...lookupArrays(lookup.reading)],
+    `WITH wanted AS (${WANTED_PROFILES}),
+     locked AS (SELECT * FROM profiles WHERE id IN (SELECT id FROM wanted) ORDER BY id FOR UPDATE)
+     ${SELECT_PROFILE}, ${PROFILE_PARTS} FROM locked p ORDER BY p.id`,
+    lookupParams(workspaceId, lookup),
   )
-  return r.rows.map((row) => {
-    const { profile, parts } = split(row)
-    return { profile, parts, readOnly: row.read_only }
-  })
+  return r.rows.map(split)
 }

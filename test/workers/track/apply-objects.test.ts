@@ -26,8 +26,8 @@ function batchOf(opts: { idPool?: number[] } = {}): { batch: TrackBatch; ann: Pr
   const parts = () => ({ aliases: [], tokens: [], subscriptions: [] })
   const index = new ProfileIndex(
     [
-      { profile: ann, parts: parts(), readOnly: false },
-      { profile: bob, parts: parts(), readOnly: false },
+      { profile: ann, parts: parts() },
+      { profile: bob, parts: parts() },
     ],
     WS,
     opts.idPool ?? [100, 101, 102],
@@ -155,7 +155,7 @@ describe('recording events and purchases', () => {
       { profile_id: 1, kind: 'event', name: 'login', first_at: '2026-04-01T00:00:00.000Z', last_at: '2026-04-02T00:00:00.000Z', count: 2 },
       { profile_id: 1, kind: 'purchase', name: 'login', first_at: '2026-04-03T00:00:00.000Z', last_at: '2026-04-03T00:00:00.000Z', count: 1 },
     ])
-    expect(batch.profiles.occurredOnly()).toEqual([1])
+    expect(batch.profiles.rowsToSave().occurredOnly).toEqual([1])
   })
 })
 

@@ -18,9 +18,9 @@ function storedIndex(idPool = [100, 101, 102]) {
   const cid = profile(3, { email: 'cid@example.com', updated_at: '2026-01-15T00:00:00.000Z' })
   const index = new ProfileIndex(
     [
-      { profile: bob, parts: noParts(), readOnly: false },
-      { profile: ann, parts: { ...noParts(), aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] }, readOnly: false },
-      { profile: cid, parts: noParts(), readOnly: false },
+      { profile: bob, parts: noParts() },
+      { profile: ann, parts: { ...noParts(), aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] } },
+      { profile: cid, parts: noParts() },
     ],
     WS,
     idPool,
@@ -149,21 +149,10 @@ describe('ProfileIndex changes', () => {
     index.touch(cid)
     // Bob only got an event: his row needs a new updated_at, not a new version, a rewrite or a snapshot.
     index.addOccurrence(bob)
-    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid] })
-    expect(index.occurredOnly()).toEqual([bob.id])
+    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid], occurredOnly: [bob.id] })
     expect(index.touchedIds()).toEqual([created.id, cid.id])
     expect(index.recordOf(created.id).version).toBe(1)
     expect(index.recordOf(cid.id).version).toBe(4)
     expect(index.recordOf(ann.id).randomBucket).toBe(7)
-  })
-
-  it('lets events reach a profile loaded read-only, and refuses to change its fields', () => {
-    const eve = profile(5, { external_id: 'eve', phone: '+4798765432' })
-    const index = new ProfileIndex([{ profile: eve, parts: noParts(), readOnly: true }], WS, [], NOW)
-    const found = index.find({ kind: 'phone', value: '+4798765432' })!
-    index.addOccurrence(found)
-    expect(index.occurredOnly()).toEqual([5])
-    expect(() => index.touch(found)).toThrow(/profile 5 was loaded read-only/)
-    expect(index.touchedIds()).toEqual([])
   })
 })
