@@ -7,6 +7,8 @@ import { startService, stopService, type ServiceProcess } from './lib.js'
 export interface Layout {
   mode: 'embedded' | 'split'
   apis: string[]
+  /** The service's processes by role (embedded: one process, as `api`), for metering their CPU. */
+  pids(): { api: number[]; worker: number[] }
   /** Split only: stops the worker process (SIGTERM, it finishes its active jobs), or starts it again. */
   stopWorker(): Promise<void>
   startWorker(): Promise<void>
@@ -28,6 +30,7 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
   return {
     mode,
     apis: apis.map((a) => a.url),
+    pids: () => ({ api: apis.map((a) => a.child.pid!), worker: worker ? [worker.child.pid!] : [] }),
     async stopWorker() {
       if (!worker) throw new Error('no worker process in the embedded layout')
       await stopService(worker)

@@ -9,9 +9,11 @@ import pg from 'pg'
 import { dropQueueKeys } from './lib.js'
 import { requestsFor } from './ingest-load.js'
 import { startLayout, type Layout } from './layout.js'
+import { meterCpu } from './cpu.js'
 import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
+import { benchPostmasterPid } from './postgres.js'
 import { readPreloaded, serviceEnv, type Preloaded } from './preload.js'
 
 const USERS = Number(process.argv[2] ?? 100_000)
@@ -69,7 +71,9 @@ async function main() {
   const run = await startMixed(preloaded)
   const prior = await before(run, preloaded, e)
   const bodies = requests.map((r, i) => mixedBody(r, i, run.tag))
+  const cpu = meterCpu({ processes: run.layout.pids(), trees: { postgres: benchPostmasterPid() } })
   const { figures } = await sendAll(run.t, bodies)
+  const cpuSeconds = cpu()
   const checked = await stopAndCheck(run, preloaded, e, prior)
   console.log(
     JSON.stringify({
@@ -80,6 +84,8 @@ async function main() {
       attributeRows: bodies.length * MIXED_PER_KIND,
       eventRows: bodies.length * MIXED_PER_KIND * 2,
       distinctUsers: e.size,
+      /** CPU seconds of the service's processes from the first request sent to the last seen done. */
+      cpuSeconds,
       setupSeconds: run.setupSeconds,
       check: checked,
     }),

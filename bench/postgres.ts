@@ -7,7 +7,7 @@
 //
 // Usage alone: tsx bench/postgres.ts start|stop (prints the URL to set as BENCH_DATABASE_URL).
 import { execFileSync, spawnSync } from 'node:child_process'
-import { chownSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -98,6 +98,16 @@ export function stopBenchPostgres(): void {
 
 /** BENCH_PG=machine: the machine's Postgres at BENCH_DATABASE_URL; otherwise the bench's own. */
 export const ownPostgres = process.env.BENCH_PG !== 'machine'
+
+/** The bench's own server's postmaster, for metering its CPU (undefined on the machine's server). */
+export function benchPostmasterPid(): number | undefined {
+  if (!ownPostgres) return undefined
+  try {
+    return Number(readFileSync(path.join(DATA, 'postmaster.pid'), 'utf8').split('\n')[0]) || undefined
+  } catch {
+    return undefined
+  }
+}
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.dirname, 'postgres.ts')) {
   if (process.argv[2] === 'stop') stopBenchPostgres()

@@ -48,6 +48,7 @@ interface Raw {
 /** The mixed part reports what an ingest part does, plus its exactness check. */
 type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
+  cpuSeconds: Record<string, number>
 }
 interface SoakMinute {
   appliedPerSecond: number
@@ -233,6 +234,15 @@ async function main() {
         verdict(mixedFloor.ratio !== null && mixedFloor.ratio >= 0.3),
       ])
     }
+    const perThousand = (seconds: number) => ((seconds * 1000) / mixed.objects).toFixed(3)
+    rows.push([
+      'mixed: CPU seconds per 1,000 objects, first request to last done',
+      Object.entries(mixed.cpuSeconds)
+        .map(([name, seconds]) => `${name} ${perThousand(seconds)}`)
+        .join(', '),
+      '',
+      '',
+    ])
     rows.push([
       `mixed: every object exact (${n(mixed.check.sampledUsers)} users compared, all events and incs counted)`,
       mixed.check.exact ? 'exact' : `${n(mixed.check.mismatches)} mismatches: ${mixed.check.examples.slice(0, 3).join('; ')}`,
