@@ -212,6 +212,12 @@ describe('segment membership on ClickHouse', () => {
       [{ field: 'language', op: 'in', value: ['fr', 'de'] }, [3]],
       [{ field: 'random_bucket', op: 'gte', value: 2000 }, [2, 3]],
       [{ field: 'created_at', op: 'lt', value: '2024-01-02' }, [1]],
+      // Equality decided on the column's text where the value's JSON has no escapes.
+      [{ field: 'email', op: 'eq', value: 'a/b@example.com' }, [1]],
+      [{ field: 'language', op: 'eq', value: 'fr' }, [3]],
+      [{ field: 'first_name', op: 'neq', value: 'Zoë "Q" \\ back/slash' }, [2]],
+      [{ field: 'first_name', op: 'eq', value: '2024-05-01T00:00:00Z' }, [2]],
+      [{ field: 'email', op: 'eq', value: 'ann@example.com' }, []],
     ]
     for (const [filter, expected] of filters) {
       for (const ws of [written, raw]) {
