@@ -151,7 +151,7 @@ async function runExport(p: Prepared): Promise<ExportBenchResult> {
   const logger = createLogger(config.LOG_LEVEL)
   const ctx = await createContext(config, logger, { clickhouse: true, migrate: false })
   try {
-    const processor = createExportProcessor({ config, logger, pg: ctx.pg, clickhouse: ctx.clickhouse!, producer: { queues: ctx.queues, tracker: ctx.tracker }, metrics: createMetrics() })
+    const processor = createExportProcessor({ config, logger, pg: ctx.pg, clickhouse: ctx.clickhouse!, producer: { queues: ctx.queues, tracker: ctx.tracker }, metrics: createMetrics(), readsFirst: async () => {} })
     const started = process.hrtime.bigint()
     const outcome = await processor({ workspaceId: p.workspaceId, requestId: randomUUID(), exportId: p.exportId }, { attemptsMade: 0, opts: { attempts: 1 } } as Job)
     const seconds = Number(process.hrtime.bigint() - started) / 1e9

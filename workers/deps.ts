@@ -13,4 +13,9 @@ export interface WorkerDeps {
   clickhouse: ClickHouse
   producer: Producer
   metrics: Metrics
+  /**
+   * Resolves once no ClickHouse read of the API is running in this process (at most a second
+   * later): work that writes the history awaits it between its steps, so a read has the cores.
+   */
+  readsFirst: () => Promise<void>
 }

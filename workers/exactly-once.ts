@@ -47,14 +47,23 @@ export interface TransactionalProcessor<N extends JobName, Carry> extends Omit<B
  * delivered and its jobs marked completed. A unique violation while committing (two workers
  * creating the same row) is retryable; a ledger row recorded meanwhile by another worker (whose
  * lock had expired) rolls the transaction back and the batch starts over.
+ *
+ * `yieldTo` is awaited before each step (commit, delivery, completion): a batch already running
+ * then leaves the cores to work that must go first (the API's ClickHouse reads) instead of
+ * finishing beside it.
  */
-export function exactlyOnce<N extends JobName, Carry>(pool: Pool, processor: TransactionalProcessor<N, Carry>): BatchProcessor<N> {
+export function exactlyOnce<N extends JobName, Carry>(
+  pool: Pool,
+  processor: TransactionalProcessor<N, Carry>,
+  yieldTo: () => Promise<void> = async () => {},
+): BatchProcessor<N> {
   const attempt = async (batch: BatchEntry<N>[]): Promise<Map<string, unknown[]>> => {
     const members = batch.map((entry) => ({ key: `${processor.ledgerName}:${entry.id}`, entry }))
     const ledger = await ledgerEntries(pool, members.map((m) => m.key))
     const fresh = members.filter((m) => !ledger.has(m.key))
     let committed: Committed<Carry> | undefined
     if (fresh.length) {
+      await yieldTo()
       try {
         committed = await withTransaction(pool, async (db) => {
           const result = await processor.commit(db, fresh).catch((e) => {
@@ -82,7 +91,9 @@ export function exactlyOnce<N extends JobName, Carry>(pool: Pool, processor: Tra
       owed.push({ ...m, outbox })
     }
     if (committed) for (const m of fresh) owed.push({ ...m, outbox: committed.outbox })
+    await yieldTo()
     await processor.deliver(owed, [...outboxes.values(), ...(committed ? [committed.outbox] : [])], committed?.carry)
+    await yieldTo()
     await completeJobs(pool, owed.map((o) => o.key))
 
     const errors = new Map<string, unknown[]>()

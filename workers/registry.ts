@@ -27,6 +27,7 @@ const processors: { [N in JobName]: (deps: WorkerDeps) => Processor<N> | BatchPr
 /** Starts the workers of the given roles in this process. */
 export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: Metrics): Promise<Worker[]> {
   if (!ctx.clickhouse) throw new Error('workers need ClickHouse')
+  const readPriority = new ReadPriority()
   const deps: WorkerDeps = {
     config: ctx.config,
     logger: ctx.logger,
@@ -34,9 +35,9 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
     clickhouse: ctx.clickhouse,
     producer: { queues: ctx.queues, tracker: ctx.tracker },
     metrics,
+    readsFirst: () => readPriority.yield(),
   }
   const connection = ctx.workerRedis()
-  const readPriority = new ReadPriority()
   const workers: Worker[] = []
   for (const role of roles) {
     // Series exist from the start at 0, so an alert's increase() counts the first failure or stall too.
@@ -58,7 +59,7 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
           logger: ctx.logger,
           tracker: ctx.tracker,
           // The history-changing queues yield to the API's reads; exports and callbacks are reads or wait on the network.
-          yieldTo: role === 'track' || role === 'identity' ? () => readPriority.yield() : undefined,
+          yieldTo: role === 'track' || role === 'identity' ? deps.readsFirst : undefined,
           onOutcome: (q, outcome, seconds) => {
             const family = queueFamily(q).family
             metrics.jobs.inc({ queue: family, outcome: outcome.status })

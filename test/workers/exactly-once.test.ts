@@ -4,6 +4,7 @@ import { ledgerEntries } from '../../shared/db/repositories/job-ledger-repositor
 import { RetryableError } from '../../shared/errors.js'
 import type { JobOf } from '../../shared/queue/jobs.js'
 import { exactlyOnce, type OwedJob, type TransactionalProcessor } from '../../workers/exactly-once.js'
+import { ReadPriority } from '../../workers/clickhouse-reads/priority.js'
 import type { BatchEntry } from '../../workers/runner.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 
@@ -111,5 +112,23 @@ describe('a processor wrapped exactly once', () => {
     await expect(applying).rejects.toBeInstanceOf(RetryableError)
     await expect(applying).rejects.toMatchObject({ cause: { code: '23505' } })
     expect((await ledgerEntries(env.ctx.pg, [`test:${entry.id}`])).size).toBe(0)
+  })
+
+  it('lets a read that starts while a batch runs go first: the batch commits or delivers only once the read is over', async () => {
+    const priority = new ReadPriority()
+    let endRead!: () => void
+    const read = priority.run(() => new Promise<void>((resolve) => (endRead = resolve)))
+    const batch = [job(`r-${randomUUID()}`)]
+    const { processor, commits, deliveries } = workspaceWriter()
+    const applying = exactlyOnce(env.ctx.pg, processor, () => priority.yield()).apply(batch)
+    await new Promise((r) => setTimeout(r, 200))
+    expect(commits).toEqual([])
+    expect(await workspacesNamed(batch.map(nameOf))).toBe(0)
+    endRead()
+    await read
+    expect((await applying).map((o) => o.status)).toEqual(['ok'])
+    expect(commits).toEqual([batch.map(nameOf)])
+    expect(deliveries).toHaveLength(1)
+    expect(await workspacesNamed(batch.map(nameOf))).toBe(1)
   })
 })

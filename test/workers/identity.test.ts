@@ -4,6 +4,7 @@ import { withSummaries } from '../../shared/domain/user-record.js'
 import { readSnapshots } from '../../shared/clickhouse/snapshot-repository.js'
 import { withTransaction } from '../../shared/db/pool.js'
 import { recordAppliedBatch } from '../../shared/db/repositories/job-ledger-repository.js'
+import { ReadPriority } from '../../workers/clickhouse-reads/priority.js'
 import { applyIdentityTransaction, createIdentityProcessor } from '../../workers/identity/processor.js'
 import type { IdentityJob } from '../../shared/queue/identity-jobs.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
@@ -374,6 +375,7 @@ describe('order and safety', () => {
     const processor = createIdentityProcessor({
       config: env.config, logger: env.ctx.logger, pg: env.ctx.pg, clickhouse: env.clickhouse,
       producer: { queues: env.ctx.queues, tracker: env.ctx.tracker }, metrics: env.metrics,
+      readsFirst: () => new ReadPriority().yield(),
     })
     for (let attempt = 0; attempt < 2; attempt++) {
       expect(await processor.apply([{ id: `crash-${ws.id}`, data: job }])).toEqual([{ status: 'ok', applied: 1, errors: [] }])

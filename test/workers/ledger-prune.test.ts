@@ -4,6 +4,7 @@ import { pruneLedger } from '../../shared/db/repositories/job-ledger-repository.
 import { QueueNames } from '../../shared/queue/queues.js'
 import { pruneAppliedJobs } from '../../workers/ledger-prune.js'
 import type { BatchEntry } from '../../workers/runner.js'
+import { ReadPriority } from '../../workers/clickhouse-reads/priority.js'
 import { createTrackProcessor } from '../../workers/track/processor.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 import { until } from '../helpers/wait.js'
@@ -39,6 +40,7 @@ async function apply(...jobs: BatchEntry<'applyTrackBatch'>[]): Promise<void> {
     clickhouse: env.clickhouse,
     producer: { queues: env.ctx.queues, tracker: env.ctx.tracker },
     metrics: env.metrics,
+    readsFirst: () => new ReadPriority().yield(),
   })
   for (const outcome of await processor.apply(jobs)) expect(outcome.status).toBe('ok')
 }

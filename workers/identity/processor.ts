@@ -36,7 +36,7 @@ export function createIdentityProcessor(deps: WorkerDeps): BatchProcessor<'apply
     objects: (job) => job.operations.length,
     commit: (db, fresh) => applyIdentityTransaction(db, fresh.map((f) => ({ key: f.key, job: f.entry.data }))),
     deliver: (_owed, outboxes) => deliverToClickHouse(deps, outboxes, []),
-  })
+  }, deps.readsFirst)
   return {
     ...processor,
     async apply(batch) {

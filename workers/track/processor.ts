@@ -79,7 +79,7 @@ export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTra
       const events = owed.flatMap((o) => eventRowsOf(o.entry.data, o.outbox.owners[o.key] ?? []))
       await deliverToClickHouse(deps, outboxes, events, snapshots)
     },
-  })
+  }, deps.readsFirst)
 }
 
 /** The profiles of snapshots, by workspace. */
