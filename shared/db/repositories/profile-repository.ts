@@ -72,14 +72,18 @@ export interface LockedProfiles {
 
 export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`
 
-/** The profile ids a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as a CTE body. */
+/**
+ * The profiles a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as a
+ * CTE body of rows (id, version): the version as of the statement's snapshot, one row per profile.
+ */
 export const WANTED_PROFILES = `
-       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
-       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
-       UNION SELECT a.profile_id FROM profile_aliases a
+       SELECT id, version FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
+       UNION SELECT id, version FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
+       UNION SELECT id, version FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
+       UNION SELECT id, version FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
+       UNION SELECT p.id, p.version FROM profile_aliases a
                JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+               JOIN profiles p ON p.id = a.profile_id
               WHERE a.workspace_id = $1`
 
 export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {

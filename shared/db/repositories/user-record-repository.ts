@@ -70,15 +70,22 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
 /**
  * Loads and row-locks (in id order, so concurrent batches never deadlock) every profile the
  * lookup names, with the parts of its stored record, so a batch can build its snapshots in memory.
+ *
+ * The statement reads under the snapshot it took before waiting for any lock, while a locked row
+ * is its newest version: a profile that a transaction we waited for changed (its version moved,
+ * as it does with every change of its parts) has its parts read again, now that we hold it.
  */
 export async function lockProfileRecords(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
-  const r = await query<RecordRow>(
+  const r = await query<RecordRow & { moved: boolean }>(
     db,
     'lockProfileRecords',
     `WITH wanted AS (${WANTED_PROFILES}),
      locked AS (SELECT * FROM profiles WHERE id IN (SELECT id FROM wanted) ORDER BY id FOR UPDATE)
-     ${SELECT_PROFILE}, ${PART_COLUMNS} FROM ${withParts('locked p', 'IN (SELECT id FROM wanted)')} ORDER BY p.id`,
+     ${SELECT_PROFILE}, ${PART_COLUMNS}, p.version <> w.version AS moved
+       FROM ${withParts('locked p JOIN wanted w ON w.id = p.id', 'IN (SELECT id FROM wanted)')} ORDER BY p.id`,
     lookupParams(workspaceId, lookup),
   )
-  return r.rows.map(split)
+  const moved = r.rows.filter((row) => row.moved).map((row) => row.id)
+  const reread = moved.length ? new Map((await recordRows(db, 'rereadMovedRecords', moved)).rows.map((row) => [row.id, row])) : undefined
+  return r.rows.map((row) => split(reread?.get(row.id) ?? row))
 }

@@ -1,0 +1,50 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { withTransaction } from '../../../../shared/db/pool.js'
+import { lockProfileRecords } from '../../../../shared/db/repositories/user-record-repository.js'
+import { startTestEnv, type TestEnv } from '../../../helpers/harness.js'
+
+let env: TestEnv
+
+beforeAll(async () => {
+  env = await startTestEnv()
+})
+afterAll(async () => {
+  await env?.close()
+})
+
+/** Waits until a statement named `name` waits for a lock. */
+async function waitingForLock(name: string): Promise<void> {
+  for (;;) {
+    const r = await env.ctx.pg.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, [`/* ${name} */%`])
+    if (r.rows[0].n > 0) return
+    await sleep(10)
+  }
+}
+
+describe('the locking read of a track batch', () => {
+  it('reads the parts of a profile again when a transaction it waited for changed them', async () => {
+    const ws = randomUUID()
+    const externalId = `u-${randomUUID()}`
+    const created = await env.ctx.pg.query<{ id: number }>(
+      'INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket) VALUES ($1, $2, $3, 1) RETURNING id',
+      [ws, randomUUID(), externalId],
+    )
+    const id = created.rows[0].id
+    // Another batch holds the profile, gives it an alias and a new version, and commits while we wait.
+    const holder = await env.ctx.pg.connect()
+    await holder.query('BEGIN')
+    await holder.query('SELECT id FROM profiles WHERE id = $1 FOR UPDATE', [id])
+    await holder.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'a-1', $2)`, [ws, id])
+    await holder.query('UPDATE profiles SET version = version + 1 WHERE id = $1', [id])
+    const locking = withTransaction(env.ctx.pg, (db) => lockProfileRecords(db, ws, { externalIds: [externalId] }))
+    await waitingForLock('lockProfileRecords')
+    await holder.query('COMMIT')
+    holder.release()
+
+    const [locked] = await locking
+    expect(locked.profile.version).toBe(2)
+    expect(locked.parts.aliases).toEqual([{ alias_name: 'a-1', alias_label: 'crm' }])
+  })
+})
