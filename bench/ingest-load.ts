@@ -19,6 +19,14 @@ export function trackBody(i: number, users: number, prefix: string): string {
   })
 }
 
+/** Attributes of `users` new users that name `city` as their home city, 75 a request: the members of one segment. */
+export function cityBodies(users: number, prefix: string, city: string): string[] {
+  return Array.from({ length: Math.ceil(users / PER_KIND) }, (_, i) => {
+    const ids = Array.from({ length: Math.min(PER_KIND, users - i * PER_KIND) }, (_, j) => `${prefix}${i * PER_KIND + j}`)
+    return JSON.stringify({ attributes: ids.map((u) => ({ external_id: u, home_city: city })) })
+  })
+}
+
 /** A small request: one attribute and one event for one user. */
 export function smallBody(user: string): string {
   return JSON.stringify({

@@ -1,14 +1,15 @@
 // Segment sizes in `make run`'s layout while a full-size track backlog drains (issue 20): the API
 // process holds no ClickHouse and asks the worker process holding the embedded engine. The
-// segment is the measured workspace's preloaded profiles (bench/preload.ts: last_name "Last",
-// 100,000 of them at full size); newly tracked users never join it. Open loop: each read leaves
+// segment is `users` new profiles of the measured workspace (100,000 at full size) given a home
+// city of their own before the measure, so its size does not depend on what the parts before it
+// did to the preloaded profiles; the backlog's users never join it. Open loop: each read leaves
 // at its scheduled instant and its latency counts from that instant.
 // Usage: tsx bench/segment-size.ts [users]. Prints one JSON line.
 import { randomBytes } from 'node:crypto'
 import { dropQueueKeys } from './lib.js'
-import { requestsFor, trackBody, PER_KIND } from './ingest-load.js'
+import { cityBodies, requestsFor, trackBody, PER_KIND } from './ingest-load.js'
 import { startLayout } from './layout.js'
-import { openLoop, request, round, summarize, whileDraining, type Answer } from './load.js'
+import { fullLoad, openLoop, request, round, summarize, whileDraining, type Answer } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const USERS = Number(process.argv[2] ?? 100_000)
@@ -25,7 +26,11 @@ async function main() {
   const ws = preloaded.workspace.id
   const tag = randomBytes(3).toString('hex')
   try {
-    const created = await request('POST', api, `/admin/v1/workspaces/${ws}/segments`, preloaded.adminToken, JSON.stringify({ name: `bench-${tag}`, filter: { field: 'last_name', op: 'eq', value: 'Last' } }))
+    const city = `segment-${tag}`
+    const members = cityBodies(USERS, `m${tag}-`, city)
+    const seeded = await fullLoad({ urls: [api], key: preloaded.workspace.key }, members, { concurrency: 32, objects: USERS, deadlineMs: 600_000 })
+    if (seeded.done.doneAt === undefined || seeded.done.failed) throw new Error(`segment members not applied: ${JSON.stringify(seeded.figures)}`)
+    const created = await request('POST', api, `/admin/v1/workspaces/${ws}/segments`, preloaded.adminToken, JSON.stringify({ name: `bench-${tag}`, filter: { field: 'home_city', op: 'eq', value: city } }))
     if (created.status !== 201) throw new Error(`segment: ${created.status} ${created.body}`)
     const segmentPath = `/admin/v1/workspaces/${ws}/segments/${JSON.parse(created.body).segment_id}`
     const sizes: number[] = []
