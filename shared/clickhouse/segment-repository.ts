@@ -16,21 +16,57 @@ export function compileFor(ch: ClickHouse, filter: Filter): CompiledFilter {
 }
 
 /**
+ * Counting over the rows of a segment's candidates (the profiles with any snapshot row matching
+ * the filter) beats counting over every row of the workspace while the candidates' rows stay
+ * under this share of the workspace's rows. FINAL merges every row it reads across parts, so its
+ * cost follows the rows it reads: measured on 2.4 million snapshot rows in 8 parts, 140-158 ms
+ * over all of them, 19-38 ms over the candidates of a 100,000- or 49,000-member segment, 480-510 ms
+ * over those of a 2.2-million-member one (the set of candidates costs more than it saves).
+ */
+const CANDIDATE_SHARE = 0.2
+
+/** Which rows a count merges: `auto` chooses by the share above; the others are for tests. */
+export type CountPlan = 'auto' | 'candidates' | 'all'
+
+/**
  * Current member count of a segment: every input lives in ClickHouse. Its parameters go in as
  * literals, so on the embedded engine the count runs beside the track worker's queries, not
  * behind them (`inlineQueryParams`).
+ *
+ * A profile is a member when its newest snapshot row matches, so the count reads every row of each
+ * profile it may count (FINAL keeps the newest), but only of candidates: a profile none of whose
+ * rows matches cannot be a member. When the candidates turn out too many (the set limit, a share of
+ * the workspace's rows, is exceeded, which stops that attempt early) it counts over every row.
  */
-export async function countSegmentMembers(ch: ClickHouse, workspaceId: string, filter: Filter): Promise<number> {
+export async function countSegmentMembers(ch: ClickHouse, workspaceId: string, filter: Filter, plan: CountPlan = 'auto'): Promise<number> {
   const compiled = compileFor(ch, filter)
-  const rs = await ch.client.query({
-    query: inlineQueryParams(
-      `SELECT count() AS n FROM ${ch.database}.profile_snapshots FINAL WHERE workspace_id = {ws:String} AND ${compiled.where}`,
-      { ...compiled.params, ws: workspaceId, after: 0 },
-    ),
-    format: 'JSONEachRow',
-  })
+  const table = `${ch.database}.profile_snapshots`
+  const params = { ...compiled.params, ws: workspaceId, after: 0 }
+  const overAll = `SELECT count() AS n FROM ${table} FINAL WHERE workspace_id = {ws:String} AND ${compiled.where}`
+  if (plan === 'all') return countOf(ch, overAll, params)
+  const limit = plan === 'candidates' ? 0 : Math.floor((await countOf(ch, `SELECT count() AS n FROM ${table} WHERE workspace_id = {ws:String}`, params)) * CANDIDATE_SHARE)
+  if (plan === 'auto' && limit === 0) return countOf(ch, overAll, params)
+  const overCandidates = `SELECT count() AS n FROM ${table} FINAL
+     WHERE workspace_id = {ws:String} AND ${compiled.where}
+       AND profile_id IN (SELECT profile_id FROM ${table} WHERE workspace_id = {ws:String} AND ${compiled.where})
+     SETTINGS max_rows_in_set = ${limit}, set_overflow_mode = 'throw'`
+  try {
+    return await countOf(ch, overCandidates, params)
+  } catch (e) {
+    if (!isSetLimitExceeded(e)) throw e
+    return countOf(ch, overAll, params)
+  }
+}
+
+async function countOf(ch: ClickHouse, sql: string, params: Record<string, unknown>): Promise<number> {
+  const rs = await ch.client.query({ query: inlineQueryParams(sql, params), format: 'JSONEachRow' })
   const rows = await rs.json<{ n: string }>()
   return Number(rows[0]?.n ?? 0)
+}
+
+/** ClickHouse's SET_SIZE_LIMIT_EXCEEDED (code 191), from a server or the embedded engine. */
+function isSetLimitExceeded(e: unknown): boolean {
+  return (e as { code?: unknown }).code === '191' || /\bCode: 191\b|SET_SIZE_LIMIT_EXCEEDED/.test((e as Error).message ?? '')
 }
 
 /**

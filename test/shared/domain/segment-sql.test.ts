@@ -135,8 +135,9 @@ describe('segment membership on ClickHouse', () => {
 
   const members = async (filter: Filter) => {
     const rows = await readSegmentPage(env.clickhouse, ws, compileFor(env.clickhouse, filter), { after: '0', limit: 100 })
-    const count = await countSegmentMembers(env.clickhouse, ws, filter)
-    expect(count).toBe(rows.length)
+    for (const plan of ['auto', 'candidates', 'all'] as const) {
+      expect(await countSegmentMembers(env.clickhouse, ws, filter, plan), `${plan} ${JSON.stringify(filter)}`).toBe(rows.length)
+    }
     return rows.map((r) => Number(r.profile_id))
   }
 
@@ -225,6 +226,25 @@ describe('segment membership on ClickHouse', () => {
         expect(rows.map((r) => Number(r.profile_id)), `${ws} ${JSON.stringify(filter)}`).toEqual(expected)
         expect(await countSegmentMembers(env.clickhouse, ws, filter)).toBe(expected.length)
       }
+    }
+  })
+
+  it('counts over the candidates only by their newest rows, whichever way the count goes', async () => {
+    const versioned = 'ws-versions'
+    const at = (id: number, version: number, country: string) => ({ workspace_id: versioned, profile_id: id, version, random_bucket: id, record: user(1, { external_id: `v-${id}`, country }) })
+    // 1: was FR, now DE; 2: was DE, now FR; 3: FR, then deleted; 4-40: US, with an older FR row for
+    // 4-5; each version in a part of its own, so nothing is merged yet.
+    await writeSnapshots(env.clickhouse, [at(1, 1, 'FR'), at(2, 1, 'DE'), at(3, 1, 'FR'), ...Array.from({ length: 37 }, (_, i) => at(i + 4, 1, i < 2 ? 'FR' : 'US'))])
+    await writeSnapshots(env.clickhouse, [at(1, 2, 'DE'), at(2, 2, 'FR'), at(4, 2, 'US'), at(5, 2, 'US')])
+    await writeTombstones(env.clickhouse, versioned, [{ id: 3, version: 2 }])
+    const count = (filter: Filter, plan: 'auto' | 'candidates' | 'all') => countSegmentMembers(env.clickhouse, versioned, filter, plan)
+    for (const plan of ['auto', 'candidates', 'all'] as const) {
+      // FR: few candidates (1-5), one member; US: most rows (the auto count falls back to all).
+      expect(await count({ field: 'country', op: 'eq', value: 'FR' }, plan), plan).toBe(1)
+      expect(await count({ field: 'country', op: 'eq', value: 'DE' }, plan), plan).toBe(1)
+      expect(await count({ field: 'country', op: 'eq', value: 'US' }, plan), plan).toBe(37)
+      expect(await count({ not: { field: 'country', op: 'eq', value: 'US' } }, plan), plan).toBe(2)
+      expect(await count({ all: [] }, plan), plan).toBe(39)
     }
   })
 
