@@ -5,7 +5,7 @@ import { QueueNames, Queues, queueNamesFor, type WorkerRole } from '../shared/qu
 import { queueFamily, type Metrics } from '../shared/metrics.js'
 import { createCallbackProcessor } from './callback/processor.js'
 import { ReadPriority } from './clickhouse-reads/priority.js'
-import { serveClickHouseReads } from './clickhouse-reads/server.js'
+import { serveClickHouseReadsInThread } from './clickhouse-reads/in-thread.js'
 import type { WorkerDeps } from './deps.js'
 import { startExpiredFilesSweeper } from './export/expired-files.js'
 import { createExportProcessor } from './export/processor.js'
@@ -84,15 +84,22 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
   }
   if (ctx.clickhouse.embedded && workers.length) {
     // Only this process may open the embedded engine: it answers the API processes' ClickHouse reads.
-    const server = await serveClickHouseReads({
-      blocking: ctx.workerRedis(),
-      redis: ctx.redis,
-      prefix: ctx.config.QUEUE_PREFIX,
-      reads: ctx.clickhouseReads,
+    const server = await serveClickHouseReadsInThread({
+      data: {
+        redisUrl: ctx.config.REDIS_URL,
+        prefix: ctx.config.QUEUE_PREFIX,
+        dataDir: ctx.clickhouse.dataDir!,
+        database: ctx.clickhouse.database,
+        logLevel: ctx.config.LOG_LEVEL,
+      },
       priority: readPriority,
       logger: ctx.logger,
     })
-    workers[0].once('closing', () => void server.stop())
+    // Closing the first worker also stops the read server (its heartbeat gone), before the caller closes the engine.
+    const closeFirst = workers[0].close.bind(workers[0])
+    workers[0].close = async (force?: boolean) => {
+      await Promise.all([server.stop(), closeFirst(force)])
+    }
   }
   if (roles.includes('export')) {
     // The sweeper lives as long as the export queue's worker, which the caller closes at shutdown.

@@ -19,6 +19,8 @@ export interface ClickHouse {
   client: ClickHouseClient
   database: string
   embedded: boolean
+  /** The embedded engine's data directory (undefined for a server). */
+  dataDir?: string
   /** Inserts formatted rows: handed to the embedded engine as they are, streamed to a server. */
   insertTabSeparated(insert: TabSeparatedInsert): Promise<void>
   close(): Promise<void>
@@ -64,6 +66,12 @@ export interface ClickHouseOptions {
   url?: string
   dataDir: string
   database: string
+  /**
+   * Another thread of this process already holds `dataDir` (its lock and its engine): open a
+   * connection of our own to the same engine beside it. Connections to one engine run their
+   * statements side by side; those on one connection run one at a time.
+   */
+  sameProcess?: boolean
 }
 
 /** A server when `url` is set, else the embedded engine under `dataDir`; the same client API either way. */
@@ -82,7 +90,7 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
       close: () => client.close(),
     }
   }
-  const unlock = lockDataDir(opts.dataDir)
+  const unlock = opts.sameProcess ? () => {} : lockDataDir(opts.dataDir)
   const connection = createChdbConnection({ path: opts.dataDir })
   // chdb ships its own copy of the client-common types; the runtime interface is the same.
   const client = createClient({ connection: connection as never })
@@ -90,6 +98,7 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
     client,
     database: opts.database,
     embedded: true,
+    dataDir: opts.dataDir,
     // The engine's own raw insert: the text goes to its parser once, off the event loop, where the
     // client's path would copy it through a stream, a string and the statement on the main thread.
     insertTabSeparated: async ({ table, columns, settings, body }) => {

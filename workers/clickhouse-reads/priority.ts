@@ -11,16 +11,25 @@ export class ReadPriority {
   private waiters: (() => void)[] = []
 
   async run<T>(read: () => Promise<T>): Promise<T> {
-    this.active++
+    this.begin()
     try {
       return await read()
     } finally {
-      if (--this.active === 0) {
-        const waiters = this.waiters
-        this.waiters = []
-        for (const w of waiters) w()
-      }
+      this.end()
     }
+  }
+
+  /** A read started (for reads run elsewhere, e.g. on the read server's thread, which say so). */
+  begin(): void {
+    this.active++
+  }
+
+  /** A read ended; after the last one, held batches go. */
+  end(): void {
+    if (this.active === 0 || --this.active > 0) return
+    const waiters = this.waiters
+    this.waiters = []
+    for (const w of waiters) w()
   }
 
   /** Resolves at once when no read runs, else when the last one ends (at most MAX_YIELD_MS later). */

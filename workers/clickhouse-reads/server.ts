@@ -35,7 +35,7 @@ export async function serveClickHouseReads(opts: {
   prefix: string
   reads: ClickHouseReads
   /** Holds new track and identity batches back while a read runs. */
-  priority: ReadPriority
+  priority: Pick<ReadPriority, 'run'>
   logger: Logger
 }): Promise<ReadServer> {
   const { blocking, redis, reads, priority, logger } = opts

@@ -1,0 +1,76 @@
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import type { Logger } from '../../shared/logger.js'
+import type { ReadPriority } from './priority.js'
+import type { ReadServer } from './server.js'
+
+export interface ReadThreadData {
+  redisUrl: string
+  prefix: string
+  dataDir: string
+  database: string
+  logLevel: string
+}
+
+export type ReadThreadMessage = { type: 'ready' } | { type: 'begin' } | { type: 'end' } | { type: 'stopped' }
+
+/** The thread's entry, beside this file and in its language (TypeScript run through tsx, or built JavaScript). */
+const here = fileURLToPath(import.meta.url)
+const entry = new URL(`./thread${path.extname(here)}`, import.meta.url).href
+const bootstrap =
+  path.extname(here) === '.ts'
+    ? `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}) })`
+    : `import(${JSON.stringify(entry)})`
+
+/**
+ * Serves the API processes' ClickHouse reads (server.ts) from a thread of this process, which
+ * holds the embedded engine. On the main thread a read waited for whatever held its event loop:
+ * a batch's synchronous stretch or a garbage collection of the batches' heap, up to 100-250 ms
+ * each while a backlog drains. The thread tells the main thread when a read runs, so batches
+ * still hold back meanwhile (`priority`).
+ */
+export async function serveClickHouseReadsInThread(opts: {
+  data: ReadThreadData
+  priority: ReadPriority
+  logger: Logger
+}): Promise<ReadServer> {
+  const { priority, logger } = opts
+  const worker = new Worker(bootstrap, { eval: true, workerData: opts.data })
+  let running = 0
+  let stopping = false
+  worker.on('message', (m: ReadThreadMessage) => {
+    if (m.type === 'begin') {
+      running++
+      priority.begin()
+    } else if (m.type === 'end' && running > 0) {
+      running--
+      priority.end()
+    }
+  })
+  worker.on('error', (e) => logger.error({ err: e }, 'the ClickHouse read thread failed; API reads answer 503 until the worker restarts'))
+  worker.on('exit', () => {
+    // Reads the thread began and never ended hold no batch back.
+    for (; running > 0; running--) priority.end()
+    if (!stopping) logger.error('the ClickHouse read thread stopped')
+  })
+  const ready = new Promise<void>((resolve, reject) => {
+    worker.on('message', (m: ReadThreadMessage) => m.type === 'ready' && resolve())
+    worker.once('error', reject)
+    worker.once('exit', (code) => reject(new Error(`the ClickHouse read thread exited (code ${code}) before it was ready`)))
+  })
+  await ready
+  const stopped = new Promise<void>((resolve) => {
+    worker.on('message', (m: ReadThreadMessage) => m.type === 'stopped' && resolve())
+    worker.once('exit', () => resolve())
+  })
+  return {
+    async stop() {
+      if (!stopping) worker.postMessage('stop')
+      stopping = true
+      await stopped
+      // The idle thread must not keep the process alive (thread.ts says why it stays).
+      worker.unref()
+    },
+  }
+}
