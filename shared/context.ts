@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { openClickHouse, type ClickHouse } from './clickhouse/client.js'
 import { directReads, type ClickHouseReads } from './clickhouse/reads.js'
 import { migrateClickHouse } from './clickhouse/migrate.js'
@@ -7,6 +7,7 @@ import type { Config } from './config.js'
 import { migratePostgres } from './db/migrate.js'
 import { createPool, type Pool } from './db/pool.js'
 import type { Logger } from './logger.js'
+import { connectFailFast, patientConnection } from './redis-connections.js'
 import { RemoteClickHouseReads } from './queue/clickhouse-reads.js'
 import { QueueRegistry } from './queue/queues.js'
 import { RequestTracker } from './queue/request-tracker.js'
@@ -41,21 +42,15 @@ export async function createContext(
 ): Promise<Context> {
   if (opts.migrate) await migratePostgres(config.DATABASE_URL)
   const pg = createPool(config.DATABASE_URL)
-  const failFast = async (autoPipelining = false) => {
-    const r = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, enableAutoPipelining: autoPipelining })
-    r.on('error', () => {})
-    await r.connect()
-    return r
-  }
   // Our own commands (rate limits, request progress, operator changes) from concurrent requests
   // leave in one write per event-loop turn: a socket write is a system call, dear on small VMs,
   // and a small track request made three. Not on BullMQ's connection: Bull users report lost job
   // data with auto-pipelining there (OptimalBits/bull#2276).
-  const redis = await failFast(true)
+  const redis = await connectFailFast(config.REDIS_URL, { autoPipelining: true })
   // BullMQ defines its ~40 Lua scripts on the connection it is given, and ioredis copies every
   // defined script onto each pipeline it creates: on a connection of their own, the queues leave the
   // tracker's and rate limiter's pipelines cheap (measured: the copy was the API's top self time).
-  const queueRedis = await failFast()
+  const queueRedis = await connectFailFast(config.REDIS_URL)
   const workerConnections: Redis[] = []
   let clickhouse: ClickHouse | undefined
   if (typeof opts.clickhouse === 'object') {
@@ -71,8 +66,7 @@ export async function createContext(
   }
   let remoteReads: RemoteClickHouseReads | undefined
   if (!clickhouse) {
-    const subscriber = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
-    subscriber.on('error', () => {})
+    const subscriber = patientConnection(config.REDIS_URL)
     remoteReads = await RemoteClickHouseReads.connect({ redis, subscriber, prefix: config.QUEUE_PREFIX, timeoutMs: config.CLICKHOUSE_READ_TIMEOUT_MS })
   }
   const queues = new QueueRegistry(queueRedis, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
@@ -86,8 +80,7 @@ export async function createContext(
     clickhouse,
     clickhouseReads: clickhouse ? directReads(clickhouse) : remoteReads!,
     workerRedis() {
-      const r = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null })
-      r.on('error', () => {})
+      const r = patientConnection(config.REDIS_URL)
       workerConnections.push(r)
       return r
     },

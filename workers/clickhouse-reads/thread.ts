@@ -2,10 +2,10 @@
 // the engine this process holds, so a read never waits for the main thread's batches or their
 // garbage collection.
 import { parentPort, workerData } from 'node:worker_threads'
-import { Redis } from 'ioredis'
 import { openClickHouse } from '../../shared/clickhouse/client.js'
 import { directReads } from '../../shared/clickhouse/reads.js'
 import { createLogger } from '../../shared/logger.js'
+import { connectFailFast, patientConnection } from '../../shared/redis-connections.js'
 import type { ReadThreadData, ReadThreadMessage } from './in-thread.js'
 import { serveClickHouseReads } from './server.js'
 
@@ -15,12 +15,9 @@ const say = (m: ReadThreadMessage) => port.postMessage(m)
 
 const logger = createLogger(data.logLevel).child({ thread: 'clickhouse-reads' })
 const ch = openClickHouse({ dataDir: data.dataDir, database: data.database, sameProcess: true })
-// As the main thread's: replies on a fail-fast connection, the pop on a blocking one of its own.
-const redis = new Redis(data.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true })
-const blocking = new Redis(data.redisUrl, { maxRetriesPerRequest: null })
-redis.on('error', () => {})
-blocking.on('error', () => {})
-await redis.connect()
+// Replies on a fail-fast connection, the pop on a blocking one of its own.
+const redis = await connectFailFast(data.redisUrl)
+const blocking = patientConnection(data.redisUrl)
 
 const server = await serveClickHouseReads({
   blocking,
