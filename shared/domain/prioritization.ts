@@ -27,8 +27,33 @@ export const Prioritization = z
 /** What prioritization needs to know of a user. */
 export interface Candidate {
   external_id: string | null
-  /** ISO 8601 UTC with milliseconds, so that text order is time order. */
+  /** ISO 8601 UTC with milliseconds, so that text order is time order; see `withLastOccurrences`. */
   updated_at: string
+}
+
+/** The profiles whose recency can decide anything: those sharing an email or a phone with another of `profiles`. */
+export function sharingAnAddress(profiles: readonly { id: number; email: string | null; phone: string | null }[]): number[] {
+  const holders = new Map<string, number[]>()
+  for (const p of profiles) {
+    if (p.email !== null) holders.set(`e${p.email}`, [...(holders.get(`e${p.email}`) ?? []), p.id])
+    if (p.phone !== null) holders.set(`p${p.phone}`, [...(holders.get(`p${p.phone}`) ?? []), p.id])
+  }
+  const shared = new Set<number>()
+  for (const ids of holders.values()) if (ids.length > 1) for (const id of ids) shared.add(id)
+  return [...shared]
+}
+
+/**
+ * "Most recently updated" (4.1 rule 5, 4.2): an event or purchase updates a profile too, but is
+ * stamped on its summary rows rather than by rewriting the profile's row, so a profile's recency
+ * is the later of its row's `updated_at` and its last applied occurrence (`lastOccurrences`).
+ */
+export function withLastOccurrences<P extends { id: number; updated_at: string }>(profiles: P[], lastOccurrence: ReadonlyMap<number, string>): P[] {
+  for (const p of profiles) {
+    const at = lastOccurrence.get(p.id)
+    if (at !== undefined && at > p.updated_at) p.updated_at = at
+  }
+  return profiles
 }
 
 export type Choice<C> = { kind: 'one'; candidate: C } | { kind: 'none' } | { kind: 'ambiguous'; count: number }

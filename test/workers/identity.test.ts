@@ -170,6 +170,19 @@ describe('merge', () => {
     expect((await one({ user_aliases: [alias('old')] })).first_name).toBe('Old')
   })
 
+  it('counts an event as an update when the prioritization asks for the most recently updated user', async () => {
+    // Two alias-only users share an email; the first one's attributes are older, but it got an event since.
+    await track({ attributes: [{ user_alias: alias('ev-first'), _update_existing_only: false, email: 'ev@example.com', first_name: 'First' }] })
+    await track({ attributes: [{ user_alias: alias('ev-second'), _update_existing_only: false, email: 'ev@example.com', first_name: 'Second' }] })
+    await track({ events: [{ user_alias: alias('ev-first'), name: 'opened', time: new Date().toISOString() }] })
+    await track({ attributes: [{ external_id: 'ev-keep' }] })
+
+    const picked = await merge({ identifier_to_merge: { email: 'ev@example.com', prioritization: ['most_recently_updated'] }, identifier_to_keep: { external_id: 'ev-keep' } })
+    expect(picked.errors).toBeUndefined()
+    expect(await one({ external_ids: ['ev-keep'] })).toMatchObject({ first_name: 'First', user_aliases: [alias('ev-first')] })
+    expect((await one({ user_aliases: [alias('ev-second')] })).first_name).toBe('Second')
+  })
+
   it('changes nothing and reports why when an identifier names nobody or both name the same user', async () => {
     await track({ attributes: [{ external_id: 'solo', first_name: 'S' }] })
     const before = await one({ external_ids: ['solo'] })

@@ -1,6 +1,8 @@
 import type pg from 'pg'
 import type { Erasures, Override } from '../../shared/db/repositories/override-repository.js'
+import { lastOccurrences } from '../../shared/db/repositories/event-summary-repository.js'
 import { lockProfiles } from '../../shared/db/repositories/profile-repository.js'
+import { sharingAnAddress, withLastOccurrences } from '../../shared/domain/prioritization.js'
 import { applyDelete } from './delete.js'
 import { applyIdentify } from './identify.js'
 import { IdentityBatch } from './identity-batch.js'
@@ -47,7 +49,10 @@ export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJo
     const ops = wsJobs.flatMap((j) => j.job.operations)
     const targets = ops.flatMap((op) => (op.type === 'merge' ? [op.toMerge, op.toKeep] : [op.user]))
     const externalIds = ops.flatMap((op) => (op.type === 'identify' ? [op.externalId] : []))
-    const batch = new IdentityBatch(db, workspaceId, await lockProfiles(db, workspaceId, lookupOf(targets, externalIds)), now)
+    const locked = await lockProfiles(db, workspaceId, lookupOf(targets, externalIds))
+    const profiles = [...locked.byId.values()]
+    withLastOccurrences(profiles, await lastOccurrences(db, sharingAnAddress(profiles)))
+    const batch = new IdentityBatch(db, workspaceId, locked, now)
     for (const { key, job } of wsJobs) {
       const errors: IdentityError[] = []
       for (const op of job.operations) {

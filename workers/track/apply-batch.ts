@@ -1,11 +1,11 @@
 import type pg from 'pg'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
-import { addEventSummaries } from '../../shared/db/repositories/event-summary-repository.js'
+import { addEventSummaries, lastOccurrences } from '../../shared/db/repositories/event-summary-repository.js'
 import {
   allocateProfileIds,
   deleteProfiles,
   insertAliases,
-  markUpdated,
+  lockProfileKeys,
   profilesWithEmails,
   saveProfiles,
   setEmailSubscribe,
@@ -15,11 +15,12 @@ import {
 import { upsertProfileSubscriptions, type ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import { emptyAnonymousProfiles, findPushTokens, upsertPushTokens } from '../../shared/db/repositories/push-token-repository.js'
 import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
-import { lockProfileRecords } from '../../shared/db/repositories/user-record-repository.js'
+import { loadProfileRecords } from '../../shared/db/repositories/user-record-repository.js'
 import { identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
+import { sharingAnAddress, withLastOccurrences } from '../../shared/domain/prioritization.js'
 import type { TrackJob } from '../../shared/queue/track-jobs.js'
 import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, type TrackApplyError, type TrackBatch } from './apply-objects.js'
-import { ProfileIndex } from './profile-index.js'
+import { ProfileIndex, profilesToRead } from './profile-index.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
 
 /** Every identifier the jobs name, in job order (a hot loop: no spreads). */
@@ -30,6 +31,13 @@ function identifiersOf(jobs: TrackJob[]): Identifier[] {
     for (const e of job.events) ids.push(e.identifier)
     for (const p of job.purchases) ids.push(p.identifier)
   }
+  return ids
+}
+
+/** The identifiers attributes objects name (a push-token import names none). */
+function attributeIdentifiersOf(jobs: TrackJob[]): Identifier[] {
+  const ids: Identifier[] = []
+  for (const job of jobs) for (const a of job.attributes) if (a.identifier) ids.push(a.identifier)
   return ids
 }
 
@@ -101,22 +109,30 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
   }
   for (const [ws, wsJobs] of byWorkspace) {
     const all = wsJobs.map((j) => j.job)
-    const batch = await loadTrackBatch(db, ws, all, now)
+    const plain = all.every(isPlainTrackJob)
+    const batch = await loadTrackBatch(db, ws, all, now, plain)
     const { owners, errors } = applyJobs(batch, wsJobs)
     for (const [key, o] of owners) out.owners.set(key, o)
     for (const [key, e] of errors) out.errors.set(key, e)
     await writeTrackBatch(db, ws, batch)
     const stateful = await applyStatefulRules(db, ws, batch, all)
-    collectChanges(ws, batch, stateful, all.every(isPlainTrackJob), out)
+    collectChanges(ws, batch, stateful, plain, out)
   }
   return out
 }
 
-/** The batch's one read: profiles (locked) with their record parts, push tokens, subscription groups; ids for profiles it may create. */
-async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string): Promise<TrackBatch> {
+/**
+ * The batch's read: every profile it names locked, with its keys; the fields and record parts of
+ * those an attributes object names (all of them for a job that runs alone); push tokens,
+ * subscription groups; ids for profiles it may create.
+ */
+async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean): Promise<TrackBatch> {
   const idPool: number[] = []
   const ids = identifiersOf(jobs)
-  const index = new ProfileIndex(await lockProfileRecords(db, ws, lookupOf(ids)), ws, idPool, now)
+  const { keys, aliasOwner } = await lockProfileKeys(db, ws, lookupOf(ids))
+  withLastOccurrences(keys, await lastOccurrences(db, sharingAnAddress(keys)))
+  const toRead = plain ? profilesToRead(keys, aliasOwner, attributeIdentifiersOf(jobs)) : keys.map((k) => k.id)
+  const index = new ProfileIndex({ keys, aliasOwner, records: await loadProfileRecords(db, toRead) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
   const tokens = jobs.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
@@ -126,9 +142,8 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 
 /** Each table's rows, written once. */
 async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
-  const { created, changed, occurredOnly } = batch.profiles.rowsToSave()
+  const { created, changed } = batch.profiles.rowsToSave()
   await saveProfiles(db, created, changed)
-  await markUpdated(db, occurredOnly)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
   await addEventSummaries(db, [...batch.summaries.values()])

@@ -1,5 +1,5 @@
 import type { EventSummaryDelta } from '../../shared/db/repositories/event-summary-repository.js'
-import type { ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import type { ProfileKeys, ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import type { ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import type { PushTokenRow } from '../../shared/db/repositories/push-token-repository.js'
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
@@ -72,7 +72,7 @@ export function resolveProfile(
   updateExistingOnly: boolean | undefined,
   at: { input_array: TrackInputArray; index: number },
   errors: TrackApplyError[],
-): ProfileRow | undefined {
+): ProfileKeys | undefined {
   const found = batch.profiles.find(id)
   if (found) return found
   const mayCreate = updateExistingOnly === undefined ? createsByDefault(id) : !updateExistingOnly
@@ -123,7 +123,7 @@ export function importPushTokens(batch: TrackBatch, op: AttributeOp, errors: Tra
 }
 
 /** One event or purchase added to its profile's summary of that name (counts summed, earliest first, latest last). */
-export function recordOccurrence(batch: TrackBatch, profile: ProfileRow, kind: 'event' | 'purchase', name: string, time: string): void {
+export function recordOccurrence(batch: TrackBatch, profile: ProfileKeys, kind: 'event' | 'purchase', name: string, time: string): void {
   const key = `${profile.id}\u0000${kind}\u0000${name}`
   const s = batch.summaries.get(key)
   if (!s) batch.summaries.set(key, { profile_id: profile.id, kind, name, first_at: time, last_at: time, count: 1 })
@@ -151,7 +151,7 @@ export function applyJobs(batch: TrackBatch, jobs: KeyedTrackJob[]): { owners: M
         continue
       }
       const profile = resolveProfile(batch, op.identifier!, op.updateExistingOnly, { input_array: 'attributes', index: op.index }, errors)
-      if (profile) applyAttributes(batch, profile, op, errors)
+      if (profile) applyAttributes(batch, batch.profiles.fieldsOf(profile), op, errors)
     }
     const jobOwners: (number | null)[] = []
     const applyOccurrence = (op: EventOp | PurchaseOp, kind: 'event' | 'purchase', name: string) => {

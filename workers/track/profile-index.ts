@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { aliasKey, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { aliasKey, type ProfileKeys, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
 import { NoProfileFields } from '../../shared/domain/profile-fields.js'
 import { byteOrder, storedRecordOf, type ProfileParts, type StoredRecord } from '../../shared/domain/user-record.js'
@@ -28,59 +28,106 @@ function newServiceId(): string {
 /** 0 to 9,999, for random-bucket segments (the modulo bias of 32 random bits is below 2e-6). */
 const newRandomBucket = () => random(4).readUInt32BE(0) % 10_000
 
+/** A stored profile the batch read: its keys always, its fields and record parts when an attributes object may change it. */
+export interface LoadedProfiles {
+  keys: ProfileKeys[]
+  aliasOwner: ReadonlyMap<string, number>
+  records: { profile: ProfileRow; parts: ProfileParts }[]
+}
+
+/**
+ * The stored profiles whose fields a batch needs: every one an attributes object's identifier
+ * names (for a shared email or phone, every holder: any may be the most recent by then). The
+ * others only get events or purchases, for which their keys suffice.
+ */
+export function profilesToRead(keys: readonly ProfileKeys[], aliasOwner: ReadonlyMap<string, number>, attributeIds: readonly Identifier[]): number[] {
+  const wanted = { external_id: new Set<string>(), service_id: new Set<string>(), email: new Set<string>(), phone: new Set<string>() }
+  const ids = new Set<number>()
+  for (const id of attributeIds) {
+    if (id.kind !== 'user_alias') wanted[id.kind].add(id.value)
+    else {
+      const owner = aliasOwner.get(aliasKey(id.alias_label, id.alias_name))
+      if (owner !== undefined) ids.add(owner)
+    }
+  }
+  for (const k of keys) {
+    if (
+      (k.external_id !== null && wanted.external_id.has(k.external_id)) ||
+      wanted.service_id.has(k.service_id) ||
+      (k.email !== null && wanted.email.has(k.email)) ||
+      (k.phone !== null && wanted.phone.has(k.phone))
+    ) {
+      ids.add(k.id)
+    }
+  }
+  return [...ids]
+}
+
 /**
  * The profiles one batch works on, held in memory while its objects are applied in order, so an
  * object finds a profile that an earlier object (of the same job or an earlier job of the batch)
- * created or changed. Every look-up is a hash map: a batch holds thousands of profiles.
+ * created or changed. Every look-up is a hash map: a batch holds thousands of profiles. A stored
+ * profile whose fields were not read (`profilesToRead`) is held by its keys: objects find it and
+ * its events count, but nothing may change its fields.
  */
 export class ProfileIndex {
   readonly created = new Map<number, ProfileRow>()
   /** Stored profiles whose fields the batch changed. */
   readonly changed = new Set<number>()
-  /**
-   * Stored profiles whose only change is events or purchases: their row needs a new `updated_at`
-   * (they are now the most recently updated), not a new version, and their snapshot stays.
-   */
-  private readonly occurred = new Set<number>()
   readonly newAliases: { alias_label: string; alias_name: string; profile_id: number }[] = []
   /** Profiles whose email or phone the batch set: states stored for those addresses now apply. */
   readonly addressChanged = new Set<number>()
+  /** Every profile by id: its fields where the batch holds them, else its keys. */
+  private readonly keysById = new Map<number, ProfileKeys>()
   private readonly byId = new Map<number, ProfileRow>()
   private readonly parts = new Map<number, ProfileParts>()
-  private readonly aliasOwner = new Map<string, number>()
-  private readonly byExternalId = new Map<string, ProfileRow>()
-  private readonly byServiceId = new Map<string, ProfileRow>()
-  private readonly byEmail = new Map<string, Set<ProfileRow>>()
-  private readonly byPhone = new Map<string, Set<ProfileRow>>()
+  private readonly aliasOwner: Map<string, number>
+  private readonly byExternalId = new Map<string, ProfileKeys>()
+  private readonly byServiceId = new Map<string, ProfileKeys>()
+  private readonly byEmail = new Map<string, Set<ProfileKeys>>()
+  private readonly byPhone = new Map<string, Set<ProfileKeys>>()
   /** Higher = more recently updated; profiles this batch touches become the most recent. */
   private readonly recency = new Map<number, number>()
   private clock = 0
 
   constructor(
-    locked: { profile: ProfileRow; parts: ProfileParts }[],
+    loaded: LoadedProfiles,
     private readonly workspaceId: string,
     private readonly idPool: number[],
     private readonly now: string,
   ) {
-    // ISO times in one format compare as strings; localeCompare weighed more than the rest of the index.
-    const sorted = [...locked].sort((a, b) => (a.profile.updated_at < b.profile.updated_at ? -1 : a.profile.updated_at > b.profile.updated_at ? 1 : a.profile.id - b.profile.id))
-    for (const { profile, parts } of sorted) {
-      this.add(profile, parts)
+    this.aliasOwner = new Map(loaded.aliasOwner)
+    for (const { profile, parts } of loaded.records) {
+      this.byId.set(profile.id, profile)
+      this.parts.set(profile.id, parts)
       for (const a of parts.aliases) this.aliasOwner.set(aliasKey(a.alias_label, a.alias_name), profile.id)
-      this.recency.set(profile.id, ++this.clock)
+    }
+    // ISO times in one format compare as strings; localeCompare weighed more than the rest of the index.
+    const sorted = [...loaded.keys].sort((a, b) => (a.updated_at < b.updated_at ? -1 : a.updated_at > b.updated_at ? 1 : a.id - b.id))
+    for (const keys of sorted) {
+      this.addKeys(this.byId.get(keys.id) ?? keys)
+      this.recency.set(keys.id, ++this.clock)
     }
   }
 
+  /** A profile whose fields the batch holds (read, or created by it). */
   get(id: number): ProfileRow | undefined {
     return this.byId.get(id)
   }
 
+  /** The fields of a profile an object found, which the batch must hold for whatever an attributes object names. */
+  fieldsOf(p: ProfileKeys): ProfileRow {
+    const row = this.byId.get(p.id)
+    if (!row) throw new Error(`profile ${p.id} was read without its fields, yet an attributes object names it`)
+    return row
+  }
+
   /** Finds the profile an identifier names; for an email or phone shared by several, the most recently updated. */
-  find(id: Identifier): ProfileRow | undefined {
+  find(id: Identifier): ProfileKeys | undefined {
     switch (id.kind) {
       case 'user_alias': {
         const owner = this.aliasOwner.get(aliasKey(id.alias_label, id.alias_name))
-        return owner === undefined ? undefined : this.byId.get(owner)
+        return owner === undefined ? undefined : this.keysById.get(owner)
       }
       case 'external_id':
         return this.byExternalId.get(id.value)
@@ -112,7 +159,9 @@ export class ProfileIndex {
       updated_at: this.now,
       version: 1,
     }
-    this.add(p, { aliases: [], tokens: [], subscriptions: [] })
+    this.byId.set(p.id, p)
+    this.parts.set(p.id, { aliases: [], tokens: [], subscriptions: [] })
+    this.addKeys(p)
     this.created.set(p.id, p)
     if (id?.kind === 'user_alias') this.addAlias(p.id, id.alias_label, id.alias_name)
     if (p.email || p.phone) this.addressChanged.add(p.id)
@@ -138,23 +187,23 @@ export class ProfileIndex {
     this.addressChanged.add(p.id)
   }
 
-  /** Marks a profile as having an event or purchase (and it the most recently updated). */
-  addOccurrence(p: ProfileRow): void {
+  /**
+   * Marks a profile as having an event or purchase: the most recently updated now. Its row is
+   * not written: the occurrence's summary row carries the time (`withLastOccurrences`).
+   */
+  addOccurrence(p: ProfileKeys): void {
     this.recency.set(p.id, ++this.clock)
-    if (!this.created.has(p.id) && !this.changed.has(p.id)) this.occurred.add(p.id)
   }
 
   /** Marks a profile's fields changed (and it the most recently updated). */
   touch(p: ProfileRow): void {
     this.recency.set(p.id, ++this.clock)
-    if (this.created.has(p.id)) return
-    this.changed.add(p.id)
-    this.occurred.delete(p.id)
+    if (!this.created.has(p.id)) this.changed.add(p.id)
   }
 
-  /** Rows to write: the new profiles, the stored ones whose fields changed, and the ids of those that only had events. */
-  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[]; occurredOnly: number[] } {
-    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!), occurredOnly: [...this.occurred] }
+  /** Rows to write: the new profiles and the stored ones whose fields changed. */
+  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[] } {
+    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!) }
   }
 
   /** Profiles whose stored record the batch changes: each gets a new version and snapshot. */
@@ -168,17 +217,16 @@ export class ProfileIndex {
     return { record: storedRecordOf(p, this.parts.get(id)!), version: this.created.has(id) ? 1 : p.version + 1, randomBucket: p.random_bucket }
   }
 
-  private add(p: ProfileRow, parts: ProfileParts): void {
-    this.byId.set(p.id, p)
-    this.parts.set(p.id, parts)
+  private addKeys(p: ProfileKeys): void {
+    this.keysById.set(p.id, p)
     if (p.external_id !== null) this.byExternalId.set(p.external_id, p)
     this.byServiceId.set(p.service_id, p)
     if (p.email !== null) setOf(this.byEmail, p.email).add(p)
     if (p.phone !== null) setOf(this.byPhone, p.phone).add(p)
   }
 
-  private mostRecent(candidates: Set<ProfileRow> | undefined): ProfileRow | undefined {
-    let best: ProfileRow | undefined
+  private mostRecent(candidates: Set<ProfileKeys> | undefined): ProfileKeys | undefined {
+    let best: ProfileKeys | undefined
     for (const p of candidates ?? []) if (!best || this.recency.get(p.id)! > this.recency.get(best.id)!) best = p
     return best
   }

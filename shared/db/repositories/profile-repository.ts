@@ -99,6 +99,22 @@ export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknow
   ]
 }
 
+/** The owner of each alias the lookup names ($6, $7 of `lookupParams`). */
+async function aliasOwners(db: Queryable, params: unknown[]): Promise<Map<string, number>> {
+  const owners = new Map<string, number>()
+  if ((params[5] as string[]).length === 0) return owners
+  const a = await query<{ alias_label: string; alias_name: string; profile_id: number }>(
+    db,
+    'findAliasOwners',
+    `SELECT a.alias_label, a.alias_name, a.profile_id FROM profile_aliases a
+       JOIN unnest($2::text[], $3::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+      WHERE a.workspace_id = $1`,
+    [params[0], params[5], params[6]],
+  )
+  for (const row of a.rows) owners.set(aliasKey(row.alias_label, row.alias_name), row.profile_id)
+  return owners
+}
+
 /**
  * Loads and row-locks (in id order, so concurrent jobs never deadlock) every profile the
  * identifiers name, plus the owner of each alias.
@@ -112,20 +128,32 @@ export async function lockProfiles(db: Queryable, workspaceId: string, lookup: P
      ${SELECT_PROFILE} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
     params,
   )
-  const byId = new Map(r.rows.map((p) => [p.id, p]))
-  const aliasOwner = new Map<string, number>()
-  if (lookup.aliases?.length) {
-    const a = await query<{ alias_label: string; alias_name: string; profile_id: number }>(
-      db,
-      'findAliasOwners',
-      `SELECT a.alias_label, a.alias_name, a.profile_id FROM profile_aliases a
-         JOIN unnest($2::text[], $3::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
-        WHERE a.workspace_id = $1`,
-      [workspaceId, params[5], params[6]],
-    )
-    for (const row of a.rows) aliasOwner.set(aliasKey(row.alias_label, row.alias_name), row.profile_id)
-  }
-  return { byId, aliasOwner }
+  return { byId: new Map(r.rows.map((p) => [p.id, p])), aliasOwner: await aliasOwners(db, params) }
+}
+
+/** What finds a profile and orders it among others: its keys, recency and version, without its fields. */
+export type ProfileKeys = Pick<ProfileRow, 'id' | 'external_id' | 'service_id' | 'email' | 'phone' | 'updated_at' | 'version'>
+
+const KEY_FIELDS: readonly Column[] = [
+  ['id', 'bigint'], ['external_id', 'text'], ['service_id', 'text'], ['email', 'text'], ['phone', 'text'], ['updated_at', 'timestamptz'], ['version', 'int'],
+]
+
+/**
+ * Row-locks (in id order) every profile the identifiers name and answers only their keys, plus
+ * the owner of each alias: a batch reads the fields of the few it will change afterwards
+ * (`loadProfileRecords`); most of a mixed load's profiles only get events, whose rows the batch
+ * never reads or writes. The alias owners are read after the locks are held, so they are current.
+ */
+export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ keys: ProfileKeys[]; aliasOwner: Map<string, number> }> {
+  const params = lookupParams(workspaceId, lookup)
+  const r = await query<ProfileKeys>(
+    db,
+    'lockProfileKeys',
+    `WITH wanted AS (${WANTED_PROFILES})
+     SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id FOR UPDATE`,
+    params,
+  )
+  return { keys: r.rows, aliasOwner: await aliasOwners(db, params) }
 }
 
 export async function loadProfiles(db: Queryable, ids: number[]): Promise<ProfileRow[]> {
@@ -172,12 +200,6 @@ export async function saveProfiles(db: Queryable, created: ProfileRow[], changed
 export async function touchProfiles(db: Queryable, ids: number[]): Promise<void> {
   if (ids.length === 0) return
   await query(db, 'touchProfiles', 'UPDATE profiles SET updated_at = now(), version = version + 1 WHERE id = ANY($1::bigint[])', [ids])
-}
-
-/** Profiles that only got events or purchases: the most recently updated now, their stored record (and version) unchanged. */
-export async function markUpdated(db: Queryable, ids: number[]): Promise<void> {
-  if (ids.length === 0) return
-  await query(db, 'markUpdated', 'UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids])
 }
 
 export async function insertAliases(db: Queryable, workspaceId: string, rows: { alias_label: string; alias_name: string; profile_id: number }[]): Promise<void> {

@@ -1,6 +1,6 @@
 import { storedRecordOf, userRecordOf, type ProfileParts, type RecordParts, type StoredRecord, type UserRecord } from '../../domain/user-record.js'
 import { query, type Queryable } from '../pool.js'
-import { SELECT_PROFILE, WANTED_PROFILES, lookupParams, profileOfRow, type ProfileLookup, type ProfileRow } from './profile-repository.js'
+import { SELECT_PROFILE, profileOfRow, type ProfileRow } from './profile-repository.js'
 
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
@@ -68,24 +68,11 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
 }
 
 /**
- * Loads and row-locks (in id order, so concurrent batches never deadlock) every profile the
- * lookup names, with the parts of its stored record, so a batch can build its snapshots in memory.
- *
- * The statement reads under the snapshot it took before waiting for any lock, while a locked row
- * is its newest version: a profile that a transaction we waited for changed (its version moved,
- * as it does with every change of its parts) has its parts read again, now that we hold it.
+ * The profiles (locked by the caller, `lockProfileKeys`) with the parts of their stored records,
+ * so a batch can build their snapshots in memory. Read by a statement after the locks are held,
+ * so each row and its parts are as the last transaction that held the profile left them.
  */
-export async function lockProfileRecords(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
-  const r = await query<RecordRow & { moved: boolean }>(
-    db,
-    'lockProfileRecords',
-    `WITH wanted AS (${WANTED_PROFILES}),
-     locked AS (SELECT * FROM profiles WHERE id IN (SELECT id FROM wanted) ORDER BY id FOR UPDATE)
-     ${SELECT_PROFILE}, ${PART_COLUMNS}, p.version <> w.version AS moved
-       FROM ${withParts('locked p JOIN wanted w ON w.id = p.id', 'IN (SELECT id FROM wanted)')} ORDER BY p.id`,
-    lookupParams(workspaceId, lookup),
-  )
-  const moved = r.rows.filter((row) => row.moved).map((row) => row.id)
-  const reread = moved.length ? new Map((await recordRows(db, 'rereadMovedRecords', moved)).rows.map((row) => [row.id, row])) : undefined
-  return r.rows.map((row) => split(reread?.get(row.id) ?? row))
+export async function loadProfileRecords(db: Queryable, profileIds: number[]): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
+  if (profileIds.length === 0) return []
+  return (await recordRows(db, 'loadProfileRecords', profileIds)).rows.map(split)
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
 import { storedProfile } from '../../helpers/stored-profile.js'
 import type { ProfileParts } from '../../../shared/domain/user-record.js'
-import { ProfileIndex } from '../../../workers/track/profile-index.js'
+import { ProfileIndex, profilesToRead } from '../../../workers/track/profile-index.js'
 
 const WS = 'ws-1'
 const NOW = '2026-05-01T00:00:00.000Z'
@@ -17,11 +17,15 @@ function storedIndex(idPool = [100, 101, 102]) {
   const bob = profile(2, { external_id: 'bob', email: 'shared@example.com', phone: '+4712345678', updated_at: '2026-03-01T00:00:00.000Z' })
   const cid = profile(3, { email: 'cid@example.com', updated_at: '2026-01-15T00:00:00.000Z' })
   const index = new ProfileIndex(
-    [
-      { profile: bob, parts: noParts() },
-      { profile: ann, parts: { ...noParts(), aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] } },
-      { profile: cid, parts: noParts() },
-    ],
+    {
+      keys: [bob, ann, cid],
+      aliasOwner: new Map(),
+      records: [
+        { profile: bob, parts: noParts() },
+        { profile: ann, parts: { ...noParts(), aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] } },
+        { profile: cid, parts: noParts() },
+      ],
+    },
     WS,
     idPool,
     NOW,
@@ -147,12 +151,45 @@ describe('ProfileIndex changes', () => {
     index.addOccurrence(created)
     index.addOccurrence(cid)
     index.touch(cid)
-    // Bob only got an event: his row needs a new updated_at, not a new version, a rewrite or a snapshot.
+    // Bob only got an event: his row is not written (the summary row carries the time), nor is his snapshot.
     index.addOccurrence(bob)
-    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid], occurredOnly: [bob.id] })
+    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid] })
     expect(index.touchedIds()).toEqual([created.id, cid.id])
     expect(index.recordOf(created.id).version).toBe(1)
     expect(index.recordOf(cid.id).version).toBe(4)
     expect(index.recordOf(ann.id).randomBucket).toBe(7)
+  })
+})
+
+describe('profiles held by their keys', () => {
+  const keysOf = (p: ProfileRow) => ({ id: p.id, external_id: p.external_id, service_id: p.service_id, email: p.email, phone: p.phone, updated_at: p.updated_at, version: p.version })
+  const ann = profile(1, { external_id: 'ann', email: 'shared@example.com', updated_at: '2026-02-01T00:00:00.000Z' })
+  const bob = profile(2, { external_id: 'bob', email: 'shared@example.com', updated_at: '2026-03-01T00:00:00.000Z' })
+  const cid = profile(3, { phone: '+4712345678', updated_at: '2026-01-15T00:00:00.000Z' })
+  const dee = profile(4, { external_id: 'dee', updated_at: '2026-01-15T00:00:00.000Z' })
+  const keys = [ann, bob, cid, dee].map(keysOf)
+  const aliasOwner = new Map([['crm\u001fd-1', 4]])
+
+  it('reads the fields of every profile an attributes object names, every holder of a shared address included', () => {
+    expect(profilesToRead(keys, aliasOwner, [{ kind: 'email', value: 'shared@example.com' }]).sort()).toEqual([1, 2])
+    expect(profilesToRead(keys, aliasOwner, [{ kind: 'phone', value: '+4712345678' }])).toEqual([3])
+    expect(profilesToRead(keys, aliasOwner, [{ kind: 'user_alias', alias_label: 'crm', alias_name: 'd-1' }])).toEqual([4])
+    expect(profilesToRead(keys, aliasOwner, [{ kind: 'service_id', value: 'svc-2' }, { kind: 'external_id', value: 'nobody' }])).toEqual([2])
+    expect(profilesToRead(keys, aliasOwner, [])).toEqual([])
+  })
+
+  it('finds a profile held by its keys and counts its events, but refuses to change its fields', () => {
+    const index = new ProfileIndex({ keys, aliasOwner, records: [{ profile: ann, parts: noParts() }] }, WS, [], NOW)
+    const byAlias = index.find({ kind: 'user_alias', alias_label: 'crm', alias_name: 'd-1' })!
+    expect(byAlias).toEqual(keysOf(dee))
+    expect(index.get(4)).toBeUndefined()
+    expect(() => index.fieldsOf(byAlias)).toThrow(/read without its fields/)
+    expect(index.fieldsOf(index.find({ kind: 'external_id', value: 'ann' })!)).toBe(ann)
+    // Bob (keys only) was updated last; an event makes Ann the most recent, and her fields are held.
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })!.id).toBe(2)
+    index.addOccurrence(index.find({ kind: 'external_id', value: 'ann' })!)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(ann)
+    index.addOccurrence(byAlias)
+    expect(index.rowsToSave()).toEqual({ created: [], changed: [] })
   })
 })

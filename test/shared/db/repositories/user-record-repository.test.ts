@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { withTransaction } from '../../../../shared/db/pool.js'
-import { lockProfileRecords } from '../../../../shared/db/repositories/user-record-repository.js'
+import { lockProfileKeys } from '../../../../shared/db/repositories/profile-repository.js'
+import { loadProfileRecords } from '../../../../shared/db/repositories/user-record-repository.js'
 import { startTestEnv, type TestEnv } from '../../../helpers/harness.js'
 
 let env: TestEnv
@@ -24,7 +25,7 @@ async function waitingForLock(name: string): Promise<void> {
 }
 
 describe('the locking read of a track batch', () => {
-  it('reads the parts of a profile again when a transaction it waited for changed them', async () => {
+  it('reads a profile’s fields and parts as a transaction it waited for left them', async () => {
     const ws = randomUUID()
     const externalId = `u-${randomUUID()}`
     const created = await env.ctx.pg.query<{ id: number }>(
@@ -38,13 +39,17 @@ describe('the locking read of a track batch', () => {
     await holder.query('SELECT id FROM profiles WHERE id = $1 FOR UPDATE', [id])
     await holder.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'a-1', $2)`, [ws, id])
     await holder.query('UPDATE profiles SET version = version + 1 WHERE id = $1', [id])
-    const locking = withTransaction(env.ctx.pg, (db) => lockProfileRecords(db, ws, { externalIds: [externalId] }))
-    await waitingForLock('lockProfileRecords')
+    const locking = withTransaction(env.ctx.pg, async (db) => {
+      const { keys, aliasOwner } = await lockProfileKeys(db, ws, { externalIds: [externalId], aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] })
+      return { keys, aliasOwner, records: await loadProfileRecords(db, keys.map((k) => k.id)) }
+    })
+    await waitingForLock('lockProfileKeys')
     await holder.query('COMMIT')
     holder.release()
 
-    const [locked] = await locking
-    expect(locked.profile.version).toBe(2)
-    expect(locked.parts.aliases).toEqual([{ alias_name: 'a-1', alias_label: 'crm' }])
+    const { keys, aliasOwner, records } = await locking
+    expect(keys.map((k) => [k.id, k.version])).toEqual([[id, 2]])
+    expect([...aliasOwner]).toEqual([['crm\u001fa-1', id]])
+    expect(records.map((r) => [r.profile.version, r.parts.aliases])).toEqual([[2, [{ alias_name: 'a-1', alias_label: 'crm' }]]])
   })
 })
