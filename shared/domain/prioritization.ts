@@ -33,14 +33,21 @@ export interface Candidate {
 
 /** The profiles whose recency can decide anything: those sharing an email or a phone with another of `profiles`. */
 export function sharingAnAddress(profiles: readonly { id: number; email: string | null; phone: string | null }[]): number[] {
-  const holders = new Map<string, number[]>()
-  for (const p of profiles) {
-    if (p.email !== null) holders.set(`e${p.email}`, [...(holders.get(`e${p.email}`) ?? []), p.id])
-    if (p.phone !== null) holders.set(`p${p.phone}`, [...(holders.get(`p${p.phone}`) ?? []), p.id])
+  const shared = (field: 'email' | 'phone') => {
+    const seen = new Set<string>()
+    const twice = new Set<string>()
+    for (const p of profiles) {
+      const value = p[field]
+      if (value === null) continue
+      if (seen.has(value)) twice.add(value)
+      else seen.add(value)
+    }
+    return twice
   }
-  const shared = new Set<number>()
-  for (const ids of holders.values()) if (ids.length > 1) for (const id of ids) shared.add(id)
-  return [...shared]
+  const emails = shared('email')
+  const phones = shared('phone')
+  if (emails.size === 0 && phones.size === 0) return []
+  return profiles.filter((p) => (p.email !== null && emails.has(p.email)) || (p.phone !== null && phones.has(p.phone))).map((p) => p.id)
 }
 
 /**

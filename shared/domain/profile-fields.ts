@@ -65,6 +65,11 @@ export const ProfileFieldNames: readonly ProfileFieldName[] = ProfileFields.map(
 
 export const SettableFields: readonly SettableField[] = ProfileFields.flatMap((f) => ('track' in f ? [f.name] : []))
 
+/** The fields that follow each field (set when it changes). */
+export const FollowersOf: ReadonlyMap<string, readonly ProfileFieldName[]> = new Map(
+  SettableFields.map((name) => [name, ProfileFields.flatMap((f) => ('follows' in f && f.follows === name ? [f.name] : []))] as const).filter(([, f]) => f.length),
+)
+
 /** How /users/track checks each settable field. */
 export const SettableFieldRules: ReadonlyMap<string, FieldRule & { notNull?: boolean }> = new Map(
   ProfileFields.flatMap((f) => ('track' in f ? [[f.name, f.track] as const] : [])),

@@ -8,6 +8,7 @@ import {
   lockProfileKeys,
   profilesWithEmails,
   saveProfiles,
+  updateProfiles,
   setEmailSubscribe,
   touchProfiles,
   type ProfileLookup,
@@ -143,7 +144,8 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 /** Each table's rows, written once. */
 async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
   const { created, changed } = batch.profiles.rowsToSave()
-  await saveProfiles(db, created, changed)
+  await saveProfiles(db, created, [])
+  for (const { columns, rows } of changed) await updateProfiles(db, rows, columns)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
   await addEventSummaries(db, [...batch.summaries.values()])

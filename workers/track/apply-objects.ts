@@ -1,5 +1,6 @@
 import type { EventSummaryDelta } from '../../shared/db/repositories/event-summary-repository.js'
-import type { ProfileKeys, ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import type { ProfileKeys, ProfileRow, UpdatedColumn } from '../../shared/db/repositories/profile-repository.js'
+import { FollowersOf } from '../../shared/domain/profile-fields.js'
 import type { ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import type { PushTokenRow } from '../../shared/db/repositories/push-token-repository.js'
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
@@ -81,6 +82,14 @@ export function resolveProfile(
   return undefined
 }
 
+/** The profile columns an attributes object sets: its fields, those following them, its custom attributes. */
+function columnsSetBy(op: AttributeOp): UpdatedColumn[] {
+  const columns: UpdatedColumn[] = []
+  for (const field in op.fields) columns.push(field as UpdatedColumn, ...(FollowersOf.get(field) ?? []))
+  if (Object.keys(op.custom).length > 0) columns.push('custom_attributes')
+  return columns
+}
+
 /** An attributes object's fields, custom attributes, push tokens and subscription groups, applied to a profile. */
 export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: AttributeOp, errors: TrackApplyError[]): void {
   const pushSubscribeBefore = profile.push_subscribe
@@ -110,7 +119,7 @@ export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: Attr
   if (profile.email && (groupChanges.length || emailSubscribe !== undefined)) {
     batch.sharedEmailChanges.push({ email: profile.email, groups: groupChanges, emailSubscribe, source: profile.id })
   }
-  batch.profiles.touch(profile)
+  batch.profiles.touch(profile, columnsSetBy(op))
 }
 
 /** A push-token import: an anonymous profile for each token nobody holds yet. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { aliasKey, type ProfileKeys, type ProfileRow } from '../../shared/db/repositories/profile-repository.js'
+import { aliasKey, type ProfileKeys, type ProfileRow, type UpdatedColumn } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
 import { NoProfileFields } from '../../shared/domain/profile-fields.js'
 import { byteOrder, storedRecordOf, type ProfileParts, type StoredRecord } from '../../shared/domain/user-record.js'
@@ -72,8 +72,8 @@ export function profilesToRead(keys: readonly ProfileKeys[], aliasOwner: Readonl
  */
 export class ProfileIndex {
   readonly created = new Map<number, ProfileRow>()
-  /** Stored profiles whose fields the batch changed. */
-  readonly changed = new Set<number>()
+  /** Stored profiles the batch changed, with the columns it set (none: only their record parts). */
+  readonly changed = new Map<number, Set<UpdatedColumn>>()
   readonly newAliases: { alias_label: string; alias_name: string; profile_id: number }[] = []
   /** Profiles whose email or phone the batch set: states stored for those addresses now apply. */
   readonly addressChanged = new Set<number>()
@@ -195,20 +195,31 @@ export class ProfileIndex {
     this.recency.set(p.id, ++this.clock)
   }
 
-  /** Marks a profile's fields changed (and it the most recently updated). */
-  touch(p: ProfileRow): void {
+  /** Marks a profile changed, in `columns` and/or its record parts (and it the most recently updated). */
+  touch(p: ProfileRow, columns: Iterable<UpdatedColumn> = []): void {
     this.recency.set(p.id, ++this.clock)
-    if (!this.created.has(p.id)) this.changed.add(p.id)
+    if (this.created.has(p.id)) return
+    let set = this.changed.get(p.id)
+    if (!set) this.changed.set(p.id, (set = new Set()))
+    for (const c of columns) set.add(c)
   }
 
-  /** Rows to write: the new profiles and the stored ones whose fields changed. */
-  rowsToSave(): { created: ProfileRow[]; changed: ProfileRow[] } {
-    return { created: [...this.created.values()], changed: [...this.changed].map((id) => this.byId.get(id)!) }
+  /** Rows to write: the new profiles, and the stored ones that changed, grouped by the columns they set. */
+  rowsToSave(): { created: ProfileRow[]; changed: { columns: UpdatedColumn[]; rows: ProfileRow[] }[] } {
+    const groups = new Map<string, { columns: UpdatedColumn[]; rows: ProfileRow[] }>()
+    for (const [id, set] of this.changed) {
+      const columns = [...set].sort()
+      const key = columns.join(',')
+      let group = groups.get(key)
+      if (!group) groups.set(key, (group = { columns, rows: [] }))
+      group.rows.push(this.byId.get(id)!)
+    }
+    return { created: [...this.created.values()], changed: [...groups.values()] }
   }
 
   /** Profiles whose stored record the batch changes: each gets a new version and snapshot. */
   touchedIds(): number[] {
-    return [...this.created.keys(), ...this.changed]
+    return [...this.created.keys(), ...this.changed.keys()]
   }
 
   /** The stored record of a profile as this batch commits it, at the version its save gives it. */

@@ -53,9 +53,27 @@ const INSERT_PROFILES = `INSERT INTO profiles (${WRITE_FIELDS.map(([name]) => na
        SELECT ${WRITE_FIELDS.map(written).join(', ')}, now(), 1
          FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})`
 
-const UPDATE_PROFILES = `UPDATE profiles p SET ${UPDATED.map((c) => `${c[0]} = ${written(c)}`).join(', ')}, updated_at = now(), version = p.version + 1
-       FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})
+/** A column a rewrite of a stored profile may set. */
+export type UpdatedColumn = (typeof UPDATED)[number][0]
+
+/**
+ * The rewrite of the given columns of stored profiles, one statement text per set of columns:
+ * a batch that changes a few fields of each profile sends and parses only those (half the
+ * statement's time against the whole row, for the 7 columns of a 13-field attributes object).
+ */
+const updateStatements = new Map<string, string>()
+function updateStatement(columns: readonly UpdatedColumn[]): string {
+  const key = columns.join(',')
+  let text = updateStatements.get(key)
+  if (text === undefined) {
+    const set = UPDATED.filter(([name]) => columns.includes(name))
+    text = `UPDATE profiles p SET ${set.map((c) => `${c[0]} = ${written(c)}, `).join('')}updated_at = now(), version = p.version + 1
+       FROM json_to_recordset($1::json) AS r(${[['id', 'bigint'] as const, ...set].map(([name, type]) => `${name} ${type}`).join(', ')})
        WHERE p.id = r.id`
+    updateStatements.set(key, text)
+  }
+  return text
+}
 
 export interface ProfileLookup {
   externalIds?: string[]
@@ -173,11 +191,11 @@ export async function allocateProfileIds(db: Queryable, count: number): Promise<
  * statements coalesce push_import_anonymous): most profile fields are empty, and a third of the
  * bytes is less for Postgres to parse.
  */
-function profileRowsJson(rows: ProfileRow[]): string {
+function profileRowsJson(rows: ProfileRow[], columns: readonly (keyof ProfileRow)[] = WRITE_FIELDS.map(([name]) => name)): string {
   return JSON.stringify(
     rows.map((row) => {
       const set: Record<string, unknown> = {}
-      for (const [name] of WRITE_FIELDS) {
+      for (const name of columns) {
         const value = row[name]
         if (value !== null && value !== false) set[name] = value
       }
@@ -186,14 +204,18 @@ function profileRowsJson(rows: ProfileRow[]): string {
   )
 }
 
-/** Inserts new profiles and rewrites changed ones, one statement each, bumping version and updated_at. */
+/** Inserts new profiles and rewrites changed ones (every column they may change), bumping version and updated_at. */
 export async function saveProfiles(db: Queryable, created: ProfileRow[], changed: ProfileRow[]): Promise<void> {
   if (created.length) {
     await query(db, 'insertProfiles', INSERT_PROFILES, [profileRowsJson(created)])
   }
-  if (changed.length) {
-    await query(db, 'updateProfiles', UPDATE_PROFILES, [profileRowsJson(changed)])
-  }
+  await updateProfiles(db, changed, UPDATED.map(([name]) => name))
+}
+
+/** Rewrites `columns` of stored profiles (none: only a new version), bumping version and updated_at. */
+export async function updateProfiles(db: Queryable, rows: ProfileRow[], columns: readonly UpdatedColumn[]): Promise<void> {
+  if (rows.length === 0) return
+  await query(db, 'updateProfiles', updateStatement(columns), [profileRowsJson(rows, ['id', ...columns])])
 }
 
 /** Marks profiles changed by a side effect (a subscription, a token) so snapshots pick them up. */

@@ -97,7 +97,8 @@ describe('applying an attributes object in memory', () => {
     expect(bob).toMatchObject({ first_name: 'Bob', email: 'bob@example.com', custom_attributes: { visits: 3, tags: ['a'] } })
     expect(batch.profiles.find({ kind: 'email', value: 'bob@example.com' })).toBe(bob)
     expect(batch.profiles.addressChanged.has(bob.id)).toBe(true)
-    expect(batch.profiles.changed.has(bob.id)).toBe(true)
+    // Only the columns the object set are rewritten.
+    expect(batch.profiles.rowsToSave().changed).toEqual([{ columns: ['custom_attributes', 'email', 'first_name'], rows: [bob] }])
     expect(errors).toEqual([])
   })
 
@@ -130,6 +131,17 @@ describe('applying an attributes object in memory', () => {
     expect([...batch.formerTokenOwners]).toEqual([1])
     expect(batch.subscriptions).toEqual([{ profile_id: 2, group_id: 'g-1', state: 'subscribed' }])
     expect(errors).toEqual([{ type: 'unknown_subscription_group', input_array: 'attributes', index: 7, message: 'unknown subscription_group_id g-gone' }])
+  })
+
+  it('rewrites push_opted_in_at with push_subscribe, and no column for a push token alone', () => {
+    const { batch, ann, bob } = batchOf()
+    applyAttributes(batch, ann, attributes({ fields: { push_subscribe: 'opted_in' } }), [])
+    applyAttributes(batch, bob, attributes({ pushTokens: [{ app_id: 'app', token: 'tok-bob' }] }), [])
+    expect(ann.push_opted_in_at).toBe(NOW)
+    expect(batch.profiles.rowsToSave().changed).toEqual([
+      { columns: ['push_opted_in_at', 'push_subscribe'], rows: [ann] },
+      { columns: [], rows: [bob] },
+    ])
   })
 
   it('passes a subscription change of a user with an email on to the users sharing it', () => {

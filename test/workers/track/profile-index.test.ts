@@ -150,11 +150,19 @@ describe('ProfileIndex changes', () => {
     index.touch(created)
     index.addOccurrence(created)
     index.addOccurrence(cid)
-    index.touch(cid)
+    index.touch(cid, ['home_city'])
+    index.touch(cid, ['first_name', 'home_city'])
+    index.touch(ann)
     // Bob only got an event: his row is not written (the summary row carries the time), nor is his snapshot.
     index.addOccurrence(bob)
-    expect(index.rowsToSave()).toEqual({ created: [created], changed: [cid] })
-    expect(index.touchedIds()).toEqual([created.id, cid.id])
+    expect(index.rowsToSave()).toEqual({
+      created: [created],
+      changed: [
+        { columns: ['first_name', 'home_city'], rows: [cid] },
+        { columns: [], rows: [ann] },
+      ],
+    })
+    expect(index.touchedIds()).toEqual([created.id, cid.id, ann.id])
     expect(index.recordOf(created.id).version).toBe(1)
     expect(index.recordOf(cid.id).version).toBe(4)
     expect(index.recordOf(ann.id).randomBucket).toBe(7)
