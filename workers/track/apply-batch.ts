@@ -5,12 +5,12 @@ import {
   allocateProfileIds,
   deleteProfiles,
   insertAliases,
+  insertProfiles,
   lockProfileKeys,
   profilesWithEmails,
-  saveProfiles,
-  updateProfiles,
   setEmailSubscribe,
   touchProfiles,
+  updateProfiles,
   type ProfileLookup,
 } from '../../shared/db/repositories/profile-repository.js'
 import { upsertProfileSubscriptions, type ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
@@ -144,7 +144,7 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 /** Each table's rows, written once. */
 async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch): Promise<void> {
   const { created, changed } = batch.profiles.rowsToSave()
-  await saveProfiles(db, created, [])
+  await insertProfiles(db, created)
   for (const { columns, rows } of changed) await updateProfiles(db, rows, columns)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])

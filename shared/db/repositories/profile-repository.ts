@@ -206,10 +206,13 @@ function profileRowsJson(rows: ProfileRow[], columns: readonly (keyof ProfileRow
 
 /** Inserts new profiles and rewrites changed ones (every column they may change), bumping version and updated_at. */
 export async function saveProfiles(db: Queryable, created: ProfileRow[], changed: ProfileRow[]): Promise<void> {
-  if (created.length) {
-    await query(db, 'insertProfiles', INSERT_PROFILES, [profileRowsJson(created)])
-  }
+  await insertProfiles(db, created)
   await updateProfiles(db, changed, UPDATED.map(([name]) => name))
+}
+
+export async function insertProfiles(db: Queryable, rows: ProfileRow[]): Promise<void> {
+  if (rows.length === 0) return
+  await query(db, 'insertProfiles', INSERT_PROFILES, [profileRowsJson(rows)])
 }
 
 /** Rewrites `columns` of stored profiles (none: only a new version), bumping version and updated_at. */
