@@ -28,7 +28,7 @@ function newServiceId(): string {
 /** 0 to 9,999, for random-bucket segments (the modulo bias of 32 random bits is below 2e-6). */
 const newRandomBucket = () => random(4).readUInt32BE(0) % 10_000
 
-/** A stored profile the batch read: its keys always, its fields and record parts when an attributes object may change it. */
+/** The stored profiles a batch read: the keys of every one, the fields and record parts of those an attributes object may change. */
 export interface LoadedProfiles {
   keys: ProfileKeys[]
   aliasOwner: ReadonlyMap<string, number>
