@@ -8,6 +8,9 @@ export type Queryable = pg.Pool | pg.PoolClient
 // int8 columns (ids, counts) fit in a JS number for this service's ranges.
 pg.types.setTypeParser(20, (v) => Number(v))
 
+/** SQL for a timestamptz as JavaScript writes times: ISO 8601 UTC text with milliseconds (text order is time order). */
+export const isoText = (expr: string) => `to_char(${expr} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
 /** A URL without a user name connects as PGUSER or the OS user (trust auth on loopback). */
 export function withDefaultUser(databaseUrl: string): string {
   const url = new URL(databaseUrl)

@@ -1,4 +1,4 @@
-import { query, type Queryable } from '../pool.js'
+import { isoText, query, type Queryable } from '../pool.js'
 
 /** The per-workspace suppression lists the service keeps. */
 export type EmailList = 'spam' | 'bounce'
@@ -45,7 +45,7 @@ export async function listEmailList(
   const r = await query<EmailListEntry>(
     db,
     'listEmailList',
-    `SELECT email, to_char(added_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS added_at FROM ${tableOf[list]}
+    `SELECT email, ${isoText('added_at')} AS added_at FROM ${tableOf[list]}
       WHERE workspace_id = $1 AND ($2::text IS NULL OR email > $2) ORDER BY email LIMIT $3`,
     [workspaceId, page.after ?? null, page.limit],
   )

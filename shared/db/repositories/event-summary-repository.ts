@@ -1,4 +1,4 @@
-import { query, type Queryable } from '../pool.js'
+import { isoText, query, type Queryable } from '../pool.js'
 
 export interface EventSummaryDelta {
   profile_id: number
@@ -57,7 +57,7 @@ export async function lastOccurrences(db: Queryable, profileIds: number[]): Prom
   const r = await query<{ profile_id: number; at: string }>(
     db,
     'lastOccurrences',
-    `SELECT profile_id, to_char(max(applied_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at
+    `SELECT profile_id, ${isoText('max(applied_at)')} AS at
        FROM profile_event_summaries WHERE profile_id = ANY($1::bigint[]) AND applied_at IS NOT NULL GROUP BY profile_id`,
     [profileIds],
   )

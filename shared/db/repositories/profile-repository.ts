@@ -1,5 +1,5 @@
-import { ProfileFields, type ProfileFieldValues } from '../../domain/profile-fields.js'
-import { query, type Queryable } from '../pool.js'
+import { ProfileFields, type ProfileFieldName, type ProfileFieldValues } from '../../domain/profile-fields.js'
+import { isoText, query, type Queryable } from '../pool.js'
 
 /** A profile row as the workers read and write it: its keys, its fields (shared/domain/profile-fields.ts), the rest. */
 export interface ProfileRow extends ProfileFieldValues {
@@ -32,7 +32,7 @@ const UPDATED: readonly Column[] = [['external_id', 'text'], ...FIELD_COLUMNS, [
 
 /** A column as a row holds it: times as ISO 8601 UTC text with milliseconds, as JavaScript writes them. */
 const selected = ([name, type]: Column) =>
-  type === 'timestamptz' ? `to_char(p.${name} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${name}` : `p.${name}`
+  type === 'timestamptz' ? `${isoText(`p.${name}`)} AS ${name}` : `p.${name}`
 
 /** A written column's value: a false boolean is left out of the JSON (profileRowsJson) and reads back as null. */
 const written = ([name, type]: Column) => (type === 'boolean' ? `coalesce(r.${name}, false)` : `r.${name}`)
@@ -53,8 +53,10 @@ const INSERT_PROFILES = `INSERT INTO profiles (${WRITE_FIELDS.map(([name]) => na
        SELECT ${WRITE_FIELDS.map(written).join(', ')}, now(), 1
          FROM json_to_recordset($1::json) AS r(${WRITE_COLUMNS})`
 
-/** A column a rewrite of a stored profile may set. */
-export type UpdatedColumn = (typeof UPDATED)[number][0]
+/** A column a rewrite of a stored profile may set (UPDATED). */
+export type UpdatedColumn = 'external_id' | ProfileFieldName | 'custom_attributes' | 'push_import_anonymous'
+const UPDATED_NAMES = UPDATED.map(([name]) => name as UpdatedColumn)
+const WRITE_NAMES = WRITE_FIELDS.map(([name]) => name)
 
 /**
  * The rewrite of the given columns of stored profiles, one statement text per set of columns:
@@ -66,7 +68,7 @@ function updateStatement(columns: readonly UpdatedColumn[]): string {
   const key = columns.join(',')
   let text = updateStatements.get(key)
   if (text === undefined) {
-    const set = UPDATED.filter(([name]) => columns.includes(name))
+    const set = UPDATED.filter(([name]) => columns.includes(name as UpdatedColumn))
     text = `UPDATE profiles p SET ${set.map((c) => `${c[0]} = ${written(c)}, `).join('')}updated_at = now(), version = p.version + 1
        FROM json_to_recordset($1::json) AS r(${[['id', 'bigint'] as const, ...set].map(([name, type]) => `${name} ${type}`).join(', ')})
        WHERE p.id = r.id`
@@ -191,7 +193,7 @@ export async function allocateProfileIds(db: Queryable, count: number): Promise<
  * statements coalesce push_import_anonymous): most profile fields are empty, and a third of the
  * bytes is less for Postgres to parse.
  */
-function profileRowsJson(rows: ProfileRow[], columns: readonly (keyof ProfileRow)[] = WRITE_FIELDS.map(([name]) => name)): string {
+function profileRowsJson(rows: ProfileRow[], columns: readonly (keyof ProfileRow)[] = WRITE_NAMES): string {
   return JSON.stringify(
     rows.map((row) => {
       const set: Record<string, unknown> = {}
@@ -207,7 +209,7 @@ function profileRowsJson(rows: ProfileRow[], columns: readonly (keyof ProfileRow
 /** Inserts new profiles and rewrites changed ones (every column they may change), bumping version and updated_at. */
 export async function saveProfiles(db: Queryable, created: ProfileRow[], changed: ProfileRow[]): Promise<void> {
   await insertProfiles(db, created)
-  await updateProfiles(db, changed, UPDATED.map(([name]) => name))
+  await updateProfiles(db, changed, UPDATED_NAMES)
 }
 
 export async function insertProfiles(db: Queryable, rows: ProfileRow[]): Promise<void> {

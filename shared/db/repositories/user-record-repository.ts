@@ -1,8 +1,6 @@
 import { storedRecordOf, userRecordOf, type ProfileParts, type RecordParts, type StoredRecord, type UserRecord } from '../../domain/user-record.js'
-import { query, type Queryable } from '../pool.js'
+import { isoText, query, type Queryable } from '../pool.js'
 import { SELECT_PROFILE, profileOfRow, type ProfileRow } from './profile-repository.js'
-
-const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
 type RecordRow = ProfileRow & { [K in keyof RecordParts]?: RecordParts[K] | null }
 
@@ -28,7 +26,7 @@ const PART_COLUMNS = 'al.aliases, tk.tokens, sg.subscriptions'
 /** The summaries of profile `p`'s full record, as one more select-list item. */
 const SUMMARIES = `
   (SELECT json_agg(json_build_object('kind', s.kind, 'name', s.name, 'count', s.count,
-            'first', to_char(s.first_at AT TIME ZONE 'UTC', ${ISO}), 'last', to_char(s.last_at AT TIME ZONE 'UTC', ${ISO}))
+            'first', ${isoText('s.first_at')}, 'last', ${isoText('s.last_at')})
             ORDER BY s.name COLLATE "C")
      FROM profile_event_summaries s WHERE s.profile_id = p.id) AS summaries`
 
