@@ -48,11 +48,11 @@ function figuresOf(file: string): Figures {
   const perThousand = (cpu: Record<string, number>, objects: number) =>
     Object.entries(cpu).map(([k, v]) => `${k} ${((v / objects) * 1000).toFixed(3)}`).join(', ')
   return {
-    mixed: r.mixed?.appliedPerSecond ?? undefined,
-    mixedRatio: r.mixed?.floor?.ratio ?? undefined,
+    mixed: r.mixed?.appliedPerSecond,
+    mixedRatio: r.mixed?.floor?.ratio,
     mixedCpu: r.mixed?.cpuSeconds ? perThousand(r.mixed.cpuSeconds, r.mixed.objects) : undefined,
-    embedded: r.embedded?.appliedPerSecond ?? undefined,
-    split: r.split?.appliedPerSecond ?? undefined,
+    embedded: r.embedded?.appliedPerSecond,
+    split: r.split?.appliedPerSecond,
     smallP99: r.split?.smallRequests?.p99Ms,
     drainingP99: r.split?.duringDrain?.p99Ms,
     doneP99: r.split?.acceptedToDone?.p99Ms,
