@@ -60,7 +60,11 @@ async function freePort(): Promise<number> {
 export async function startService(args: string[], env: Record<string, string>, opts: { nice?: number } = {}): Promise<ServiceProcess> {
   const port = await freePort()
   const workerOnly = args[0] === 'worker'
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+  // BENCH_CPU_PROF: a CPU profile per service process; BENCH_NODE_FLAGS: more flags for them (bench/allocation-profile.mjs).
+  const profile = [
+    ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+    ...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+  ]
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))
   const command = [process.execPath, ...profile, ...SERVICE_NODE_FLAGS, '--import', 'tsx', 'bin/main.ts', ...args]
   const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
