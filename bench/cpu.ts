@@ -1,7 +1,9 @@
 // CPU seconds the service's processes spend on a part, read from /proc: a cost per object that
 // moves far less with the machine's other load than throughput does, so two codes measured in
-// one session can be told apart by a few percent.
+// one session can be told apart by a few percent; and the cores in use in each phase of the part,
+// which say whether the machine was full (then only less CPU per object makes it faster).
 import { readdirSync, readFileSync } from 'node:fs'
+import os from 'node:os'
 
 /** USER_HZ: /proc counts CPU time in ticks of 1/100 s on Linux. */
 const TICKS_PER_SECOND = 100
@@ -47,11 +49,50 @@ function reading(m: Metered): Record<string, number> {
   return out
 }
 
-/** Starts metering; the function returned answers each group's CPU seconds since. */
-export function meterCpu(m: Metered): () => Record<string, number> {
-  const before = reading(m)
-  return () => {
-    const after = reading(m)
-    return Object.fromEntries(Object.entries(after).map(([name, s]) => [name, Math.round((s - before[name]) * 100) / 100]))
+/** Seconds the machine's CPUs sat idle, all of them together (idle and iowait in /proc/stat). */
+function idleSeconds(): number {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/)
+  return (Number(fields[4]) + Number(fields[5])) / TICKS_PER_SECOND
+}
+
+/** Cores in use over a span: each group's, `other` (the rest of the machine: Redis, the load generator) and `idle`. */
+export type Cores = Record<string, number>
+
+const round2 = (x: number) => Math.round(x * 100) / 100
+
+/**
+ * Starts metering, reading every `everyMs` (a reading walks /proc, so not much more often than
+ * once a second) so that the phases of a part can be told apart afterwards: `coresBetween`
+ * answers the cores in use from the reading nearest one performance.now() instant to the one
+ * nearest another (whether the cores were full while accepting, while draining), `stop` each
+ * group's CPU seconds since the start.
+ */
+export function meterCpu(m: Metered, everyMs = 1000): { stop(): Record<string, number>; coresBetween(from: number, to: number): Cores } {
+  const readings: { at: number; seconds: Record<string, number>; idle: number }[] = []
+  const read = () => readings.push({ at: performance.now(), seconds: reading(m), idle: idleSeconds() })
+  read()
+  const timer = setInterval(read, everyMs)
+  const nearest = (t: number) => readings.reduce((best, r) => (Math.abs(r.at - t) < Math.abs(best.at - t) ? r : best))
+  return {
+    stop() {
+      clearInterval(timer)
+      read()
+      const [first, last] = [readings[0], readings[readings.length - 1]]
+      return Object.fromEntries(Object.entries(last.seconds).map(([name, s]) => [name, round2(s - first.seconds[name])]))
+    },
+    coresBetween(from, to) {
+      const [a, b] = [nearest(from), nearest(to)]
+      const span = (b.at - a.at) / 1000
+      if (span <= 0) return {}
+      const cores: Cores = {}
+      let used = 0
+      for (const name of Object.keys(b.seconds)) {
+        cores[name] = round2((b.seconds[name] - a.seconds[name]) / span)
+        used += cores[name]
+      }
+      cores.idle = round2((b.idle - a.idle) / span)
+      cores.other = round2(os.cpus().length - used - cores.idle)
+      return cores
+    },
   }
 }

@@ -72,8 +72,12 @@ async function main() {
   const prior = await before(run, preloaded, e)
   const bodies = requests.map((r, i) => mixedBody(r, i, run.tag))
   const cpu = meterCpu({ processes: run.layout.pids(), trees: { postgres: benchPostmasterPid() } })
-  const { figures } = await sendAll(run.t, bodies)
-  const cpuSeconds = cpu()
+  const { sent, done, figures } = await sendAll(run.t, bodies)
+  const cpuSeconds = cpu.stop()
+  const cores = {
+    accepting: cpu.coresBetween(sent.startedAt, sent.acceptedAt),
+    draining: done.doneAt === undefined ? undefined : cpu.coresBetween(sent.acceptedAt, done.doneAt),
+  }
   const checked = await stopAndCheck(run, preloaded, e, prior)
   console.log(
     JSON.stringify({
@@ -86,6 +90,8 @@ async function main() {
       distinctUsers: e.size,
       /** CPU seconds of the service's processes from the first request sent to the last seen done. */
       cpuSeconds,
+      /** Cores in use while the API accepted the load, and from then to the last request seen done. */
+      cores,
       setupSeconds: run.setupSeconds,
       check: checked,
     }),

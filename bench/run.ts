@@ -5,6 +5,7 @@
 // soak, identity and segments parts run on the preloaded database. Everything runs against the
 // bench's own Postgres (bench/postgres.ts) unless BENCH_PG=machine.
 import { mkdirSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { benchExport, type ExportBenchResult } from './export.js'
 import { root, runPart } from './lib.js'
@@ -49,6 +50,7 @@ interface Raw {
 type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
   cpuSeconds: Record<string, number>
+  cores: { accepting: Record<string, number>; draining?: Record<string, number> }
 }
 interface SoakMinute {
   appliedPerSecond: number
@@ -243,6 +245,9 @@ async function main() {
       '',
       '',
     ])
+    const coresText = (c?: Record<string, number>) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
+    rows.push([`mixed: cores in use (of ${os.cpus().length}) while the API accepts the load`, coresText(mixed.cores.accepting), '', ''])
+    rows.push([`mixed: cores in use (of ${os.cpus().length}) from then to the last request done`, coresText(mixed.cores.draining), '', ''])
     rows.push([
       `mixed: every object exact (${n(mixed.check.sampledUsers)} users compared, all events and incs counted)`,
       mixed.check.exact ? 'exact' : `${n(mixed.check.mismatches)} mismatches: ${mixed.check.examples.slice(0, 3).join('; ')}`,
