@@ -7,6 +7,7 @@ import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { perThousandObjects } from './cpu.js'
 import { root } from './lib.js'
 
 interface Figures {
@@ -45,12 +46,10 @@ async function runOnce(serviceRoot: string | undefined): Promise<string> {
 
 function figuresOf(file: string): Figures {
   const r = JSON.parse(readFileSync(file, 'utf8'))
-  const perThousand = (cpu: Record<string, number>, objects: number) =>
-    Object.entries(cpu).map(([k, v]) => `${k} ${((v / objects) * 1000).toFixed(3)}`).join(', ')
   return {
     mixed: r.mixed?.appliedPerSecond,
     mixedRatio: r.mixed?.floor?.ratio,
-    mixedCpu: r.mixed?.cpuSeconds ? perThousand(r.mixed.cpuSeconds, r.mixed.objects) : undefined,
+    mixedCpu: r.mixed?.cpuSeconds ? perThousandObjects(r.mixed.cpuSeconds, r.mixed.objects) : undefined,
     embedded: r.embedded?.appliedPerSecond,
     split: r.split?.appliedPerSecond,
     smallP99: r.split?.smallRequests?.p99Ms,

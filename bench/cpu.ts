@@ -60,6 +60,12 @@ export type Cores = Record<string, number>
 
 const round2 = (x: number) => Math.round(x * 100) / 100
 
+/** Each group's CPU seconds per 1,000 objects, as the bench prints them: `api 0.023, worker 0.058, ...`. */
+export const perThousandObjects = (cpuSeconds: Record<string, number>, objects: number) =>
+  Object.entries(cpuSeconds)
+    .map(([name, seconds]) => `${name} ${((seconds * 1000) / objects).toFixed(3)}`)
+    .join(', ')
+
 /**
  * Starts metering, reading every `everyMs` (a reading walks /proc, so not much more often than
  * once a second) so that the phases of a part can be told apart afterwards: `coresBetween`

@@ -7,6 +7,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { perThousandObjects, type Cores } from './cpu.js'
 import { benchExport, type ExportBenchResult } from './export.js'
 import { root, runPart } from './lib.js'
 import { dropPreloaded } from './preload.js'
@@ -50,7 +51,7 @@ interface Raw {
 type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
   cpuSeconds: Record<string, number>
-  cores: { accepting: Record<string, number>; draining?: Record<string, number> }
+  cores: { accepting: Cores; draining?: Cores }
 }
 interface SoakMinute {
   appliedPerSecond: number
@@ -236,16 +237,8 @@ async function main() {
         verdict(mixedFloor.ratio !== null && mixedFloor.ratio >= 0.3),
       ])
     }
-    const perThousand = (seconds: number) => ((seconds * 1000) / mixed.objects).toFixed(3)
-    rows.push([
-      'mixed: CPU seconds per 1,000 objects, first request to last done',
-      Object.entries(mixed.cpuSeconds)
-        .map(([name, seconds]) => `${name} ${perThousand(seconds)}`)
-        .join(', '),
-      '',
-      '',
-    ])
-    const coresText = (c?: Record<string, number>) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
+    rows.push(['mixed: CPU seconds per 1,000 objects, first request to last done', perThousandObjects(mixed.cpuSeconds, mixed.objects), '', ''])
+    const coresText = (c?: Cores) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
     rows.push([`mixed: cores in use (of ${os.cpus().length}) while the API accepts the load`, coresText(mixed.cores.accepting), '', ''])
     rows.push([`mixed: cores in use (of ${os.cpus().length}) from then to the last request done`, coresText(mixed.cores.draining), '', ''])
     rows.push([
