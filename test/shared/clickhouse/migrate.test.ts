@@ -31,6 +31,11 @@ describe('ClickHouse migrations', () => {
     }
   })
 
+  it('merge event parts twenty at a time, and snapshot parts, read with FINAL, at the default', async () => {
+    expect(await settingsOf('events')).toContain('merge_selector_base = 20')
+    expect(await settingsOf('profile_snapshots')).not.toContain('merge_selector_base')
+  })
+
   it('can run again on a migrated database', async () => {
     await migrateClickHouse(env.clickhouse)
     expect(await settingsOf('events')).toContain('simultaneous_parts_removal_limit = 200')
