@@ -36,6 +36,35 @@ function treeSeconds(root: number): number {
   return total
 }
 
+/**
+ * A process's CPU seconds by kind of thread: its main thread (the event loop), `node` (the
+ * threads Node names so: V8's helpers, which do most of the garbage collector's work, and libuv's
+ * pool), `merges` (the embedded ClickHouse's background merges) and `engine` (its other threads).
+ * A thread that ended before the reading is not in it.
+ */
+export function threadSeconds(pid: number): Record<string, number> {
+  const out: Record<string, number> = { main: 0, node: 0, merges: 0, engine: 0 }
+  let tids: string[]
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return out
+  }
+  for (const tid of tids) {
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+    } catch {
+      continue
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const kind = tid === String(pid) ? 'main' : name === 'node' ? 'node' : name === 'MergeMutate' ? 'merges' : 'engine'
+    out[kind] += (Number(f[11]) + Number(f[12])) / TICKS_PER_SECOND
+  }
+  return out
+}
+
 /** Processes to meter: single processes by pid, process trees by their root's pid. */
 export interface Metered {
   processes: Record<string, number[]>

@@ -9,7 +9,7 @@ import pg from 'pg'
 import { dropQueueKeys } from './lib.js'
 import { requestsFor } from './ingest-load.js'
 import { startLayout, type Layout } from './layout.js'
-import { meterCpu } from './cpu.js'
+import { meterCpu, threadSeconds } from './cpu.js'
 import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
@@ -72,8 +72,12 @@ async function main() {
   const prior = await before(run, preloaded, e)
   const bodies = requests.map((r, i) => mixedBody(r, i, run.tag))
   const cpu = meterCpu({ processes: run.layout.pids(), trees: { postgres: benchPostmasterPid() } })
+  const [worker] = run.layout.pids().worker
+  const workerThreadsBefore = threadSeconds(worker)
   const { sent, done, figures } = await sendAll(run.t, bodies)
   const cpuSeconds = cpu.stop()
+  const workerThreadsAfter = threadSeconds(worker)
+  const workerThreads = Object.fromEntries(Object.entries(workerThreadsAfter).map(([kind, s]) => [kind, Math.round((s - workerThreadsBefore[kind]) * 100) / 100]))
   const cores = {
     accepting: cpu.coresBetween(sent.startedAt, sent.acceptedAt),
     draining: done.doneAt === undefined ? undefined : cpu.coresBetween(sent.acceptedAt, done.doneAt),
@@ -90,6 +94,8 @@ async function main() {
       distinctUsers: e.size,
       /** CPU seconds of the service's processes from the first request sent to the last seen done. */
       cpuSeconds,
+      /** The worker's CPU seconds over the same span by kind of thread (bench/cpu.ts threadSeconds). */
+      workerThreads,
       /** Cores in use while the API accepted the load, and from then to the last request seen done. */
       cores,
       setupSeconds: run.setupSeconds,

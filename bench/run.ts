@@ -51,6 +51,7 @@ interface Raw {
 type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
   cpuSeconds: Record<string, number>
+  workerThreads: Record<string, number>
   cores: { accepting: Cores; draining?: Cores }
 }
 interface SoakMinute {
@@ -238,6 +239,12 @@ async function main() {
       ])
     }
     rows.push(['mixed: CPU seconds per 1,000 objects, first request to last done', perThousandObjects(mixed.cpuSeconds, mixed.objects), '', ''])
+    rows.push([
+      'mixed: worker CPU seconds by thread (main, node: V8 helpers and libuv pool, engine merges, engine other)',
+      Object.entries(mixed.workerThreads).map(([kind, s]) => `${kind} ${s}`).join(', '),
+      '',
+      '',
+    ])
     const coresText = (c?: Cores) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
     rows.push([`mixed: cores in use (of ${os.cpus().length}) while the API accepts the load`, coresText(mixed.cores.accepting), '', ''])
     rows.push([`mixed: cores in use (of ${os.cpus().length}) from then to the last request done`, coresText(mixed.cores.draining), '', ''])
