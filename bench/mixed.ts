@@ -77,7 +77,7 @@ async function main() {
   const { sent, done, figures } = await sendAll(run.t, bodies)
   const cpuSeconds = cpu.stop()
   const workerThreadsAfter = threadSeconds(worker)
-  const workerThreads = Object.fromEntries(Object.entries(workerThreadsAfter).map(([kind, s]) => [kind, Math.round((s - workerThreadsBefore[kind]) * 100) / 100]))
+  const workerThreads = Object.fromEntries(Object.entries(workerThreadsAfter).map(([kind, s]) => [kind, round(s - workerThreadsBefore[kind])]))
   const cores = {
     accepting: cpu.coresBetween(sent.startedAt, sent.acceptedAt),
     draining: done.doneAt === undefined ? undefined : cpu.coresBetween(sent.acceptedAt, done.doneAt),
