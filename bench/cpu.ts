@@ -4,25 +4,31 @@
 // which say whether the machine was full (then only less CPU per object makes it faster).
 import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
+import { round } from './load.js'
 
 /** USER_HZ: /proc counts CPU time in ticks of 1/100 s on Linux. */
 const TICKS_PER_SECOND = 100
 
-function statFields(pid: number): string[] | undefined {
+/** The fields of a /proc stat file after the command name, and that name; undefined once the process or thread is gone. */
+function readStat(file: string): { name: string; fields: string[] } | undefined {
   try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return s.slice(s.lastIndexOf(')') + 2).split(' ')
+    const s = readFileSync(file, 'utf8')
+    return { name: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')), fields: s.slice(s.lastIndexOf(')') + 2).split(' ') }
   } catch {
     return undefined
   }
 }
 
+const statFields = (pid: number) => readStat(`/proc/${pid}/stat`)?.fields
+
+/** User and system ticks of a stat's fields, in seconds. */
+const ownSeconds = (f: string[]) => (Number(f[11]) + Number(f[12])) / TICKS_PER_SECOND
+
 /** User and system time of a process (all its threads); with `reaped`, also that of its children that have exited. */
 function cpuSeconds(pid: number, reaped = false): number {
   const f = statFields(pid)
   if (!f) return 0
-  const ticks = Number(f[11]) + Number(f[12]) + (reaped ? Number(f[13]) + Number(f[14]) : 0)
-  return ticks / TICKS_PER_SECOND
+  return ownSeconds(f) + (reaped ? (Number(f[13]) + Number(f[14])) / TICKS_PER_SECOND : 0)
 }
 
 /** A process tree's CPU: the root's, its exited children's, and its live children's (a Postgres server and its backends). */
@@ -51,16 +57,10 @@ export function threadSeconds(pid: number): Record<string, number> {
     return out
   }
   for (const tid of tids) {
-    let stat: string
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
-    } catch {
-      continue
-    }
-    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    const kind = tid === String(pid) ? 'main' : name === 'node' ? 'node' : name === 'MergeMutate' ? 'merges' : 'engine'
-    out[kind] += (Number(f[11]) + Number(f[12])) / TICKS_PER_SECOND
+    const stat = readStat(`/proc/${pid}/task/${tid}/stat`)
+    if (!stat) continue
+    const kind = tid === String(pid) ? 'main' : stat.name === 'node' ? 'node' : stat.name === 'MergeMutate' ? 'merges' : 'engine'
+    out[kind] += ownSeconds(stat.fields)
   }
   return out
 }
@@ -87,8 +87,6 @@ function idleSeconds(): number {
 /** Cores in use over a span: each group's, `other` (the rest of the machine: Redis, the load generator) and `idle`. */
 export type Cores = Record<string, number>
 
-const round2 = (x: number) => Math.round(x * 100) / 100
-
 /** Each group's CPU seconds per 1,000 objects, as the bench prints them: `api 0.023, worker 0.058, ...`. */
 export const perThousandObjects = (cpuSeconds: Record<string, number>, objects: number) =>
   Object.entries(cpuSeconds)
@@ -113,7 +111,7 @@ export function meterCpu(m: Metered, everyMs = 1000): { stop(): Record<string, n
       clearInterval(timer)
       read()
       const [first, last] = [readings[0], readings[readings.length - 1]]
-      return Object.fromEntries(Object.entries(last.seconds).map(([name, s]) => [name, round2(s - first.seconds[name])]))
+      return Object.fromEntries(Object.entries(last.seconds).map(([name, s]) => [name, round(s - first.seconds[name])]))
     },
     coresBetween(from, to) {
       const [a, b] = [nearest(from), nearest(to)]
@@ -122,11 +120,11 @@ export function meterCpu(m: Metered, everyMs = 1000): { stop(): Record<string, n
       const cores: Cores = {}
       let used = 0
       for (const name of Object.keys(b.seconds)) {
-        cores[name] = round2((b.seconds[name] - a.seconds[name]) / span)
+        cores[name] = round((b.seconds[name] - a.seconds[name]) / span)
         used += cores[name]
       }
-      cores.idle = round2((b.idle - a.idle) / span)
-      cores.other = round2(os.cpus().length - used - cores.idle)
+      cores.idle = round((b.idle - a.idle) / span)
+      cores.other = round(os.cpus().length - used - cores.idle)
       return cores
     },
   }
