@@ -7,10 +7,12 @@ import {
   insertAliases,
   insertProfiles,
   lockProfileKeys,
+  lockProfilesToChange,
   profilesWithEmails,
   setEmailSubscribe,
   touchProfiles,
   updateProfiles,
+  type ProfileKeys,
   type ProfileLookup,
 } from '../../shared/db/repositories/profile-repository.js'
 import { upsertProfileSubscriptions, type ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
@@ -123,22 +125,29 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
 }
 
 /**
- * The batch's read: every profile it names locked, with its keys; the fields and record parts of
- * those an attributes object names (all of them for a job that runs alone); push tokens,
- * subscription groups; ids for profiles it may create.
+ * The batch's read: every profile it names key-share locked, with its keys; those an attributes
+ * object names (all of them for a job that runs alone) locked against other writers, with their
+ * fields and record parts; push tokens, subscription groups; ids for profiles it may create.
  */
 async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean): Promise<TrackBatch> {
   const idPool: number[] = []
   const ids = identifiersOf(jobs)
-  const { keys, aliasOwner } = await lockProfileKeys(db, ws, lookupOf(ids))
+  const named = await lockProfileKeys(db, ws, lookupOf(ids))
+  const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
+  const keys = withCurrentKeys(named.keys, await lockProfilesToChange(db, toChange))
   withLastOccurrences(keys, await lastOccurrences(db, sharingAnAddress(keys)))
-  const toRead = plain ? profilesToRead(keys, aliasOwner, attributeIdentifiersOf(jobs)) : keys.map((k) => k.id)
-  const index = new ProfileIndex({ keys, aliasOwner, records: await loadProfileRecords(db, toRead) }, ws, idPool, now)
+  const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadProfileRecords(db, toChange) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
   const tokens = jobs.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
   const groupIds = [...new Set(jobs.flatMap((job) => job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id))))]
   return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
+}
+
+/** Keys as the lock against writers found them: another batch may have set an email or phone since the key-share lock read them. */
+function withCurrentKeys(keys: ProfileKeys[], current: ProfileKeys[]): ProfileKeys[] {
+  const byId = new Map(current.map((k) => [k.id, k]))
+  return keys.map((k) => byId.get(k.id) ?? k)
 }
 
 /** Each table's rows, written once. */

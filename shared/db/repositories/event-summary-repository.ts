@@ -9,7 +9,11 @@ export interface EventSummaryDelta {
   count: number
 }
 
-/** Adds occurrences to per-user summaries: counts summed, earliest first, latest last, stamped as applied now. */
+/**
+ * Adds occurrences to per-user summaries: counts summed, earliest first, latest last, stamped as
+ * applied now. Rows are written in key order: batches of two partitions may add to one user's
+ * summaries at once (its profile is only key-share locked), and waiting in one order never deadlocks.
+ */
 export async function addEventSummaries(db: Queryable, deltas: EventSummaryDelta[]): Promise<void> {
   if (deltas.length === 0) return
   await query(
@@ -18,6 +22,7 @@ export async function addEventSummaries(db: Queryable, deltas: EventSummaryDelta
     `INSERT INTO profile_event_summaries (profile_id, kind, name, first_at, last_at, count, applied_at)
      SELECT r.profile_id, r.kind, r.name, r.first_at, r.last_at, r.count, now()
        FROM json_to_recordset($1::json) AS r(profile_id bigint, kind text, name text, first_at timestamptz, last_at timestamptz, count bigint)
+      ORDER BY r.profile_id, r.kind, r.name
      ON CONFLICT (profile_id, kind, name) DO UPDATE SET
        count = profile_event_summaries.count + excluded.count,
        first_at = LEAST(profile_event_summaries.first_at, excluded.first_at),

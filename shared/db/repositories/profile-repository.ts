@@ -159,10 +159,16 @@ const KEY_FIELDS: readonly Column[] = [
 ]
 
 /**
- * Row-locks (in id order) every profile the identifiers name and answers only their keys, plus
- * the owner of each alias: a batch reads the fields of the few it will change afterwards
- * (`loadProfileRecords`); most of a mixed load's profiles only get events, whose rows the batch
- * never reads or writes. The alias owners are read after the locks are held, so they are current.
+ * Key-share locks (in id order) every profile the identifiers name and answers only their keys,
+ * plus the owner of each alias: a batch reads the fields of the few it will change afterwards
+ * (`lockProfilesToChange`, `loadProfileRecords`); most of a mixed load's profiles only get events,
+ * whose rows the batch never reads or writes. A key-share lock holds off what would change who a
+ * profile is (a delete, a merge, an identify: they lock FOR UPDATE) and nothing else, so another
+ * partition's batch that changes the same user's fields (a user named by email in one request and
+ * by phone in the next) does not wait for this one, nor this one for it. The alias owners are
+ * read after the locks are held, so none of them can move meanwhile (merges and deletes wait for
+ * the locks); an alias another batch is adding shows once it commits (a batch creating it again
+ * meets its unique index and retries), and `loadProfileRecords` reads it with the profile's parts.
  */
 export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ keys: ProfileKeys[]; aliasOwner: Map<string, number> }> {
   const params = lookupParams(workspaceId, lookup)
@@ -170,10 +176,27 @@ export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup
     db,
     'lockProfileKeys',
     `WITH wanted AS (${WANTED_PROFILES})
-     SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id FOR UPDATE`,
+     SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id FOR KEY SHARE`,
     params,
   )
   return { keys: r.rows, aliasOwner: await aliasOwners(db, params) }
+}
+
+/**
+ * Locks (in id order) the profiles a batch will change, already key-share locked by
+ * `lockProfileKeys`, against every other writer; answers their keys as the last writer left them.
+ * Batches take it after their key-share locks and only upgrade their own, so two batches wait for
+ * each other here in id order or not at all.
+ */
+export async function lockProfilesToChange(db: Queryable, ids: number[]): Promise<ProfileKeys[]> {
+  if (ids.length === 0) return []
+  const r = await query<ProfileKeys>(
+    db,
+    'lockProfilesToChange',
+    `SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id FOR NO KEY UPDATE`,
+    [ids],
+  )
+  return r.rows
 }
 
 export async function loadProfiles(db: Queryable, ids: number[]): Promise<ProfileRow[]> {

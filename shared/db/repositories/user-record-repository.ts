@@ -66,7 +66,7 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
 }
 
 /**
- * The profiles (locked by the caller, `lockProfileKeys`) with the parts of their stored records,
+ * The profiles (locked by the caller, `lockProfilesToChange`) with the parts of their stored records,
  * so a batch can build their snapshots in memory. Read by a statement after the locks are held,
  * so each row and its parts are as the last transaction that held the profile left them.
  */

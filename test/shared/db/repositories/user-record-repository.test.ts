@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { withTransaction } from '../../../../shared/db/pool.js'
-import { lockProfileKeys } from '../../../../shared/db/repositories/profile-repository.js'
+import { lockProfileKeys, lockProfilesToChange } from '../../../../shared/db/repositories/profile-repository.js'
 import { loadProfileRecords } from '../../../../shared/db/repositories/user-record-repository.js'
 import { startTestEnv, type TestEnv } from '../../../helpers/harness.js'
 
@@ -33,23 +33,25 @@ describe('the locking read of a track batch', () => {
       [ws, randomUUID(), externalId],
     )
     const id = created.rows[0].id
-    // Another batch holds the profile, gives it an alias and a new version, and commits while we wait.
+    // Another batch holds the profile to change it, gives it an alias and a new version, and commits while we wait.
     const holder = await env.ctx.pg.connect()
     await holder.query('BEGIN')
-    await holder.query('SELECT id FROM profiles WHERE id = $1 FOR UPDATE', [id])
+    await lockProfilesToChange(holder, [id])
     await holder.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'a-1', $2)`, [ws, id])
     await holder.query('UPDATE profiles SET version = version + 1 WHERE id = $1', [id])
     const locking = withTransaction(env.ctx.pg, async (db) => {
-      const { keys, aliasOwner } = await lockProfileKeys(db, ws, { externalIds: [externalId], aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] })
-      return { keys, aliasOwner, records: await loadProfileRecords(db, keys.map((k) => k.id)) }
+      const named = await lockProfileKeys(db, ws, { externalIds: [externalId], aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] })
+      const keys = await lockProfilesToChange(db, named.keys.map((k) => k.id))
+      return { keys, aliasOwner: named.aliasOwner, records: await loadProfileRecords(db, keys.map((k) => k.id)) }
     })
-    await waitingForLock('lockProfileKeys')
+    await waitingForLock('lockProfilesToChange')
     await holder.query('COMMIT')
     holder.release()
 
+    // The key-share read did not wait, so its alias owners predate the alias; the parts read after the lock hold it.
     const { keys, aliasOwner, records } = await locking
     expect(keys.map((k) => [k.id, k.version])).toEqual([[id, 2]])
-    expect([...aliasOwner]).toEqual([['crm\u001fa-1', id]])
+    expect([...aliasOwner]).toEqual([])
     expect(records.map((r) => [r.profile.version, r.parts.aliases])).toEqual([[2, [{ alias_name: 'a-1', alias_label: 'crm' }]]])
   })
 })
