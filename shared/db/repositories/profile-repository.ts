@@ -93,18 +93,16 @@ export interface LockedProfiles {
 export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`
 
 /**
- * The profiles a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as a
- * CTE body of rows (id, version): the version as of the statement's snapshot, one row per profile.
+ * The profiles a lookup names ($1 workspace, $2..$7 the lookup's arrays, see `lookupParams`), as
+ * a condition on `profiles p`: one index per kind of identifier, the aliases' owners read first
+ * as an id list, all of it one bitmap scan of the table (half the time and buffers of a union of
+ * look-ups joined back to the table by id, for a batch naming 2,000 users).
  */
-export const WANTED_PROFILES = `
-       SELECT id, version FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
-       UNION SELECT id, version FROM profiles WHERE workspace_id = $1 AND service_id = ANY($3::text[])
-       UNION SELECT id, version FROM profiles WHERE workspace_id = $1 AND email = ANY($4::text[])
-       UNION SELECT id, version FROM profiles WHERE workspace_id = $1 AND phone = ANY($5::text[])
-       UNION SELECT p.id, p.version FROM profile_aliases a
-               JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
-               JOIN profiles p ON p.id = a.profile_id
-              WHERE a.workspace_id = $1`
+const NAMED_PROFILES = `p.workspace_id = $1 AND (
+         p.external_id = ANY($2::text[]) OR p.service_id = ANY($3::text[]) OR p.email = ANY($4::text[]) OR p.phone = ANY($5::text[])
+         OR p.id = ANY(ARRAY(SELECT a.profile_id FROM profile_aliases a
+                               JOIN unnest($6::text[], $7::text[]) AS w(label, name) ON a.alias_label = w.label AND a.alias_name = w.name
+                              WHERE a.workspace_id = $1)))`
 
 export function lookupParams(workspaceId: string, lookup: ProfileLookup): unknown[] {
   const aliases = lookup.aliases ?? []
@@ -144,8 +142,7 @@ export async function lockProfiles(db: Queryable, workspaceId: string, lookup: P
   const r = await query<ProfileRow>(
     db,
     'lockProfiles',
-    `WITH wanted AS (${WANTED_PROFILES})
-     ${SELECT_PROFILE} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
+    `${SELECT_PROFILE} FROM profiles p WHERE ${NAMED_PROFILES} ORDER BY p.id ${lock ? 'FOR UPDATE' : ''}`,
     params,
   )
   return { byId: new Map(r.rows.map((p) => [p.id, p])), aliasOwner: await aliasOwners(db, params) }
@@ -175,8 +172,7 @@ export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup
   const r = await query<ProfileKeys>(
     db,
     'lockProfileKeys',
-    `WITH wanted AS (${WANTED_PROFILES})
-     SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE p.id IN (SELECT id FROM wanted) ORDER BY p.id FOR KEY SHARE`,
+    `SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE ${NAMED_PROFILES} ORDER BY p.id FOR KEY SHARE`,
     params,
   )
   return { keys: r.rows, aliasOwner: await aliasOwners(db, params) }
