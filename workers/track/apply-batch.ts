@@ -14,11 +14,12 @@ import {
   updateProfiles,
   type ProfileKeys,
   type ProfileLookup,
+  type ProfileRow,
 } from '../../shared/db/repositories/profile-repository.js'
 import { upsertProfileSubscriptions, type ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import { emptyAnonymousProfiles, findPushTokens, upsertPushTokens } from '../../shared/db/repositories/push-token-repository.js'
 import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
-import { loadProfileRecords } from '../../shared/db/repositories/user-record-repository.js'
+import { loadRecordParts } from '../../shared/db/repositories/user-record-repository.js'
 import { identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
 import { sharingAnAddress, withLastOccurrences } from '../../shared/domain/prioritization.js'
 import type { TrackJob } from '../../shared/queue/track-jobs.js'
@@ -134,9 +135,10 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
   const ids = identifiersOf(jobs)
   const named = await lockProfileKeys(db, ws, lookupOf(ids))
   const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
-  const keys = withCurrentKeys(named.keys, await lockProfilesToChange(db, toChange))
+  const changing = await lockProfilesToChange(db, toChange)
+  const keys = withCurrentKeys(named.keys, changing)
   withLastOccurrences(keys, await lastOccurrences(db, sharingAnAddress(keys)))
-  const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadProfileRecords(db, toChange) }, ws, idPool, now)
+  const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
   const tokens = jobs.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
@@ -144,10 +146,13 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
   return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
 }
 
-/** Keys as the lock against writers found them: another batch may have set an email or phone since the key-share lock read them. */
-function withCurrentKeys(keys: ProfileKeys[], current: ProfileKeys[]): ProfileKeys[] {
-  const byId = new Map(current.map((k) => [k.id, k]))
-  return keys.map((k) => byId.get(k.id) ?? k)
+/** Keys as the lock against writers found the rows: another batch may have set an email or phone since the key-share lock read them. */
+function withCurrentKeys(keys: ProfileKeys[], current: ProfileRow[]): ProfileKeys[] {
+  const byId = new Map(current.map((p) => [p.id, p]))
+  return keys.map((k) => {
+    const p = byId.get(k.id)
+    return p ? { id: p.id, external_id: p.external_id, service_id: p.service_id, email: p.email, phone: p.phone, updated_at: p.updated_at, version: p.version } : k
+  })
 }
 
 /** Each table's rows, written once. */

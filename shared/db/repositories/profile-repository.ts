@@ -158,14 +158,14 @@ const KEY_FIELDS: readonly Column[] = [
 /**
  * Key-share locks (in id order) every profile the identifiers name and answers only their keys,
  * plus the owner of each alias: a batch reads the fields of the few it will change afterwards
- * (`lockProfilesToChange`, `loadProfileRecords`); most of a mixed load's profiles only get events,
+ * (`lockProfilesToChange`, `loadRecordParts`); most of a mixed load's profiles only get events,
  * whose rows the batch never reads or writes. A key-share lock holds off what would change who a
  * profile is (a delete, a merge, an identify: they lock FOR UPDATE) and nothing else, so another
  * partition's batch that changes the same user's fields (a user named by email in one request and
  * by phone in the next) does not wait for this one, nor this one for it. The alias owners are
  * read after the locks are held, so none of them can move meanwhile (merges and deletes wait for
  * the locks); an alias another batch is adding shows once it commits (a batch creating it again
- * meets its unique index and retries), and `loadProfileRecords` reads it with the profile's parts.
+ * meets its unique index and retries), and `loadRecordParts` reads it with the profile's parts.
  */
 export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ keys: ProfileKeys[]; aliasOwner: Map<string, number> }> {
   const params = lookupParams(workspaceId, lookup)
@@ -180,18 +180,13 @@ export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup
 
 /**
  * Locks (in id order) the profiles a batch will change, already key-share locked by
- * `lockProfileKeys`, against every other writer; answers their keys as the last writer left them.
+ * `lockProfileKeys`, against every other writer; answers their rows as the last writer left them.
  * Batches take it after their key-share locks and only upgrade their own, so two batches wait for
  * each other here in id order or not at all.
  */
-export async function lockProfilesToChange(db: Queryable, ids: number[]): Promise<ProfileKeys[]> {
+export async function lockProfilesToChange(db: Queryable, ids: number[]): Promise<ProfileRow[]> {
   if (ids.length === 0) return []
-  const r = await query<ProfileKeys>(
-    db,
-    'lockProfilesToChange',
-    `SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id FOR NO KEY UPDATE`,
-    [ids],
-  )
+  const r = await query<ProfileRow>(db, 'lockProfilesToChange', `${SELECT_PROFILE} FROM profiles p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id FOR NO KEY UPDATE`, [ids])
   return r.rows
 }
 

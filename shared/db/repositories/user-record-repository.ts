@@ -5,11 +5,11 @@ import { SELECT_PROFILE, profileOfRow, type ProfileRow } from './profile-reposit
 type RecordRow = ProfileRow & { [K in keyof RecordParts]?: RecordParts[K] | null }
 
 /**
- * `from` (profiles as `p`) joined to the parts of each profile's stored record, for the profiles
- * whose ids satisfy `ids` (e.g. `= ANY($1::bigint[])`): one round trip for everything a record
- * needs (each query costs a system call pair, which on small machines weighs more than the
- * query). Each part is one grouped scan; as correlated subqueries they ran three plans per
- * profile (`EXPLAIN ANALYZE`, a 3,500-profile batch's locking read: 95 -> 82 ms).
+ * `from` (profiles, or only their ids, as `p`) joined to the parts of each profile's stored
+ * record, for the profiles whose ids satisfy `ids` (e.g. `= ANY($1::bigint[])`): one round trip
+ * for everything a record needs (each query costs a system call pair, which on small machines
+ * weighs more than the query). Each part is one grouped scan; as correlated subqueries they ran
+ * three plans per profile (`EXPLAIN ANALYZE`, a 3,500-profile batch's locking read: 95 -> 82 ms).
  */
 const withParts = (from: string, ids: string) => `${from}
   LEFT JOIN (SELECT a.profile_id, json_agg(json_build_object('alias_name', a.alias_name, 'alias_label', a.alias_label)
@@ -66,11 +66,19 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
 }
 
 /**
- * The profiles (locked by the caller, `lockProfilesToChange`) with the parts of their stored records,
- * so a batch can build their snapshots in memory. Read by a statement after the locks are held,
- * so each row and its parts are as the last transaction that held the profile left them.
+ * The parts of the stored records of profiles the caller holds locked (`lockProfilesToChange`,
+ * which read their rows), so a batch can build their snapshots in memory. Read by a statement
+ * after the locks are held, so each profile's parts are as the last transaction that held it left them.
  */
-export async function loadProfileRecords(db: Queryable, profileIds: number[]): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
-  if (profileIds.length === 0) return []
-  return (await recordRows(db, 'loadProfileRecords', profileIds)).rows.map(split)
+export async function loadRecordParts(db: Queryable, profiles: ProfileRow[]): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
+  if (profiles.length === 0) return []
+  const ids = '= ANY($1::bigint[])'
+  const r = await query<{ id: number } & { [K in keyof ProfileParts]: ProfileParts[K] | null }>(
+    db,
+    'loadRecordParts',
+    `SELECT p.id, ${PART_COLUMNS} FROM ${withParts('unnest($1::bigint[]) AS p(id)', ids)}`,
+    [profiles.map((p) => p.id)],
+  )
+  const partsOf = new Map(r.rows.map((row) => [row.id, { aliases: row.aliases ?? [], tokens: row.tokens ?? [], subscriptions: row.subscriptions ?? [] }]))
+  return profiles.map((profile) => ({ profile, parts: partsOf.get(profile.id)! }))
 }

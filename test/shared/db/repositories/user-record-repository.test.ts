@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { withTransaction } from '../../../../shared/db/pool.js'
 import { lockProfileKeys, lockProfilesToChange } from '../../../../shared/db/repositories/profile-repository.js'
-import { loadProfileRecords } from '../../../../shared/db/repositories/user-record-repository.js'
+import { loadRecordParts } from '../../../../shared/db/repositories/user-record-repository.js'
 import { startTestEnv, type TestEnv } from '../../../helpers/harness.js'
 
 let env: TestEnv
@@ -41,8 +41,8 @@ describe('the locking read of a track batch', () => {
     await holder.query('UPDATE profiles SET version = version + 1 WHERE id = $1', [id])
     const locking = withTransaction(env.ctx.pg, async (db) => {
       const named = await lockProfileKeys(db, ws, { externalIds: [externalId], aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] })
-      const keys = await lockProfilesToChange(db, named.keys.map((k) => k.id))
-      return { keys, aliasOwner: named.aliasOwner, records: await loadProfileRecords(db, keys.map((k) => k.id)) }
+      const rows = await lockProfilesToChange(db, named.keys.map((k) => k.id))
+      return { keys: rows, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, rows) }
     })
     await waitingForLock('lockProfilesToChange')
     await holder.query('COMMIT')
