@@ -68,7 +68,8 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
 /**
  * The parts of the stored records of profiles the caller holds locked (`lockProfilesToChange`,
  * which read their rows), so a batch can build their snapshots in memory. Read by a statement
- * after the locks are held, so each profile's parts are as the last transaction that held it left them.
+ * after the locks are held, so each profile's parts are as the last transaction holding it left
+ * them.
  */
 export async function loadRecordParts(db: Queryable, profiles: ProfileRow[]): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
   if (profiles.length === 0) return []
