@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type pg from 'pg'
+import type { TrackJob } from '../../../shared/queue/track-jobs.js'
+import { applyTrackJobs } from '../../../workers/track/apply-batch.js'
+import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
+
+let env: TestEnv
+
+beforeAll(async () => {
+  env = await startTestEnv()
+})
+afterAll(async () => {
+  await env?.close()
+})
+
+const job = (ws: string, parts: Partial<TrackJob>): TrackJob => ({
+  workspaceId: ws,
+  requestId: randomUUID(),
+  attributes: [],
+  events: [],
+  purchases: [],
+  subscriptionChanges: [],
+  emailStateChanges: [],
+  ...parts,
+})
+
+/** A connection in an open transaction that gives up on a lock after a second instead of waiting on. */
+async function transaction(): Promise<pg.PoolClient> {
+  const db = await env.ctx.pg.connect()
+  await db.query('BEGIN')
+  await db.query("SET LOCAL lock_timeout = '1s'")
+  return db
+}
+
+async function commit(db: pg.PoolClient): Promise<void> {
+  await db.query('COMMIT')
+  db.release()
+}
+
+describe('batches of two partitions naming one user', () => {
+  it('record its events by phone while the other, by email, changes its fields, neither waiting', async () => {
+    const ws = randomUUID()
+    const [email, phone] = [`u-${randomUUID()}@example.com`, '+33612345678']
+    const created = await env.ctx.pg.query<{ id: number }>(
+      `INSERT INTO profiles (workspace_id, service_id, external_id, email, phone, random_bucket) VALUES ($1, $2, $3, $4, $5, 1) RETURNING id`,
+      [ws, randomUUID(), `x-${randomUUID()}`, email, phone],
+    )
+    const id = created.rows[0].id
+    const time = '2026-01-01T00:00:00.000Z'
+
+    // The email's partition changes the user's fields and has not committed yet.
+    const attributes = await transaction()
+    await applyTrackJobs(
+      attributes,
+      [{ key: 'a', job: job(ws, { attributes: [{ index: 0, identifier: { kind: 'email', value: email }, pushTokenImport: false, fields: { first_name: 'Ada' }, custom: {}, pushTokens: [], subscriptionGroups: [] }] }) }],
+      time,
+    )
+    // The phone's partition records an event and a purchase for the same user meanwhile.
+    const events = await transaction()
+    const applied = await applyTrackJobs(
+      events,
+      [
+        {
+          key: 'e',
+          job: job(ws, {
+            events: [{ index: 0, identifier: { kind: 'phone', value: phone }, time, properties: {}, name: 'played' }],
+            purchases: [{ index: 0, identifier: { kind: 'phone', value: phone }, time, properties: {}, product_id: 'sku', currency: 'USD', price: 1, quantity: 1 }],
+          }),
+        },
+      ],
+      time,
+    )
+    await commit(events)
+    await commit(attributes)
+
+    expect(applied.owners.get('e')).toEqual([id, id])
+    const profile = await env.ctx.pg.query('SELECT first_name, version FROM profiles WHERE id = $1', [id])
+    expect(profile.rows).toEqual([{ first_name: 'Ada', version: 2 }])
+    const summaries = await env.ctx.pg.query('SELECT kind, name, count FROM profile_event_summaries WHERE profile_id = $1 ORDER BY kind', [id])
+    expect(summaries.rows).toEqual([
+      { kind: 'event', name: 'played', count: 1 },
+      { kind: 'purchase', name: 'sku', count: 1 },
+    ])
+  })
+})
