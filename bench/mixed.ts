@@ -13,6 +13,7 @@ import { meterCpu, threadSeconds } from './cpu.js'
 import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
+import { sampleLockWaits } from './pg-activity.js'
 import { benchPostmasterPid } from './postgres.js'
 import { readPreloaded, serviceEnv, type Preloaded } from './preload.js'
 
@@ -74,8 +75,10 @@ async function main() {
   const cpu = meterCpu({ processes: run.layout.pids(), trees: { postgres: benchPostmasterPid() } })
   const [worker] = run.layout.pids().worker
   const workerThreadsBefore = threadSeconds(worker)
+  const statements = await sampleLockWaits(preloaded.databaseUrl)
   const { sent, done, figures } = await sendAll(run.t, bodies)
   const cpuSeconds = cpu.stop()
+  const lockWaits = await statements.stop()
   const workerThreadsAfter = threadSeconds(worker)
   const workerThreads = Object.fromEntries(Object.entries(workerThreadsAfter).map(([kind, s]) => [kind, round(s - workerThreadsBefore[kind])]))
   const cores = {
@@ -98,6 +101,8 @@ async function main() {
       workerThreads,
       /** Cores in use while the API accepted the load, and from then to the last request seen done. */
       cores,
+      /** The service's running statements sampled every 100 ms over the same span, and how many waited for a lock. */
+      lockWaits,
       setupSeconds: run.setupSeconds,
       check: checked,
     }),

@@ -11,6 +11,7 @@ import { perThousandObjects, type Cores } from './cpu.js'
 import { benchExport, type ExportBenchResult } from './export.js'
 import { root, runPart } from './lib.js'
 import { dropPreloaded } from './preload.js'
+import type { LockWaits } from './pg-activity.js'
 import { ownPostgres, startBenchPostgres, stopBenchPostgres } from './postgres.js'
 
 interface LatencyFigure {
@@ -53,6 +54,7 @@ type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedP
   cpuSeconds: Record<string, number>
   workerThreads: Record<string, number>
   cores: { accepting: Cores; draining?: Cores }
+  lockWaits: LockWaits
 }
 interface SoakMinute {
   appliedPerSecond: number
@@ -248,6 +250,13 @@ async function main() {
     const coresText = (c?: Cores) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
     rows.push([`mixed: cores in use (of ${os.cpus().length}) while the API accepts the load`, coresText(mixed.cores.accepting), '', ''])
     rows.push([`mixed: cores in use (of ${os.cpus().length}) from then to the last request done`, coresText(mixed.cores.draining), '', ''])
+    const { samples, running, waitingForLock } = mixed.lockWaits
+    rows.push([
+      'mixed: Postgres statements running, sampled every 100 ms; of them waiting for a lock',
+      `${n(running)} in ${n(samples)} samples; ${n(waitingForLock)} waiting (${running ? Math.round((100 * waitingForLock) / running) : 0}%)`,
+      '',
+      '',
+    ])
     rows.push([
       `mixed: every object exact (${n(mixed.check.sampledUsers)} users compared, all events and incs counted)`,
       mixed.check.exact ? 'exact' : `${n(mixed.check.mismatches)} mismatches: ${mixed.check.examples.slice(0, 3).join('; ')}`,
