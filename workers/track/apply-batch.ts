@@ -6,6 +6,7 @@ import {
   deleteProfiles,
   insertAliases,
   insertProfiles,
+  keysOfRow,
   lockProfileKeys,
   lockProfilesToChange,
   profilesWithEmails,
@@ -150,8 +151,8 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
 function withCurrentKeys(keys: ProfileKeys[], current: ProfileRow[]): ProfileKeys[] {
   const byId = new Map(current.map((p) => [p.id, p]))
   return keys.map((k) => {
-    const p = byId.get(k.id)
-    return p ? { id: p.id, external_id: p.external_id, service_id: p.service_id, email: p.email, phone: p.phone, updated_at: p.updated_at, version: p.version } : k
+    const row = byId.get(k.id)
+    return row ? keysOfRow(row) : k
   })
 }
 

@@ -155,6 +155,9 @@ const KEY_FIELDS: readonly Column[] = [
   ['id', 'bigint'], ['external_id', 'text'], ['service_id', 'text'], ['email', 'text'], ['phone', 'text'], ['updated_at', 'timestamptz'], ['version', 'int'],
 ]
 
+/** A profile's keys, copied out of its row (a new object: callers stamp recency on keys, never on rows). */
+export const keysOfRow = new Function('row', `return { ${KEY_FIELDS.map(([name]) => `${name}: row.${name}`).join(', ')} }`) as (row: ProfileRow) => ProfileKeys
+
 /**
  * Key-share locks (in id order) every profile the identifiers name and answers only their keys,
  * plus the owner of each alias: a batch reads the fields of the few it will change afterwards

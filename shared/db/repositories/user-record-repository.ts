@@ -30,17 +30,24 @@ const SUMMARIES = `
             ORDER BY s.name COLLATE "C")
      FROM profile_event_summaries s WHERE s.profile_id = p.id) AS summaries`
 
+/** A row's record parts (a part the profile has none of reads back as null). */
+const partsOfRow = (row: Partial<Pick<RecordRow, keyof RecordParts>>): RecordParts => ({
+  aliases: row.aliases ?? [],
+  tokens: row.tokens ?? [],
+  summaries: row.summaries ?? [],
+  subscriptions: row.subscriptions ?? [],
+})
+
 function split(row: RecordRow): { profile: ProfileRow; parts: RecordParts } {
-  return {
-    profile: profileOfRow(row),
-    parts: { aliases: row.aliases ?? [], tokens: row.tokens ?? [], summaries: row.summaries ?? [], subscriptions: row.subscriptions ?? [] },
-  }
+  return { profile: profileOfRow(row), parts: partsOfRow(row) }
 }
+
+/** The profiles whose ids are $1. */
+const BY_IDS = '= ANY($1::bigint[])'
 
 /** Profiles by id with their record parts (and `more` select-list items), in id order. */
 function recordRows(db: Queryable, name: string, profileIds: number[], more = '') {
-  const ids = '= ANY($1::bigint[])'
-  return query<RecordRow>(db, name, `${SELECT_PROFILE}, ${PART_COLUMNS}${more} FROM ${withParts('profiles p', ids)} WHERE p.id ${ids} ORDER BY p.id`, [profileIds])
+  return query<RecordRow>(db, name, `${SELECT_PROFILE}, ${PART_COLUMNS}${more} FROM ${withParts('profiles p', BY_IDS)} WHERE p.id ${BY_IDS} ORDER BY p.id`, [profileIds])
 }
 
 /** The user record of each profile (all-time summaries) as `/users/export/ids` answers it, keyed by profile id. */
@@ -73,13 +80,12 @@ export async function loadStoredRecords(db: Queryable, profileIds: number[]): Pr
  */
 export async function loadRecordParts(db: Queryable, profiles: ProfileRow[]): Promise<{ profile: ProfileRow; parts: ProfileParts }[]> {
   if (profiles.length === 0) return []
-  const ids = '= ANY($1::bigint[])'
-  const r = await query<{ id: number } & { [K in keyof ProfileParts]: ProfileParts[K] | null }>(
+  const r = await query<Pick<RecordRow, 'id' | keyof ProfileParts>>(
     db,
     'loadRecordParts',
-    `SELECT p.id, ${PART_COLUMNS} FROM ${withParts('unnest($1::bigint[]) AS p(id)', ids)}`,
+    `SELECT p.id, ${PART_COLUMNS} FROM ${withParts('unnest($1::bigint[]) AS p(id)', BY_IDS)}`,
     [profiles.map((p) => p.id)],
   )
-  const partsOf = new Map(r.rows.map((row) => [row.id, { aliases: row.aliases ?? [], tokens: row.tokens ?? [], subscriptions: row.subscriptions ?? [] }]))
-  return profiles.map((profile) => ({ profile, parts: partsOf.get(profile.id)! }))
+  const parts = new Map(r.rows.map((row) => [row.id, partsOfRow(row)]))
+  return profiles.map((profile) => ({ profile, parts: parts.get(profile.id)! }))
 }
