@@ -26,8 +26,9 @@ export function partitionOf(id: Identifier, partitions: number): number {
 }
 
 export function partitionOfKey(key: string, partitions: number): number {
-  // The one-shot hash: the same digest as createHash().update().digest(), without the Hash object's allocations.
-  return hash('sha1', key, 'buffer').readUInt32BE(0) % partitions
+  // The digest's first 32 bits, big-endian, as before; read from the hex digest, which costs half
+  // of allocating a Buffer for it (a request hashes ~300 keys).
+  return parseInt(hash('sha1', key, 'hex').slice(0, 8), 16) % partitions
 }
 
 export function describeIdentifier(id: Identifier): string {

@@ -1,7 +1,19 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js'
 
+/**
+ * Numbers seen lately and what they normalize to: parsing one weighs more than every other check of
+ * an attributes object, and senders name the same users again and again. Bounded; emptied when full.
+ */
+const recent = new Map<string, string | undefined>()
+const RECENT_MAX = 10_000
+
 /** A valid phone number in E.164, or undefined. Numbers without a country code are not guessed. */
 export function toE164(input: string): string | undefined {
-  const parsed = parsePhoneNumberFromString(input.trim().startsWith('+') ? input.trim() : `+${input.trim()}`)
-  return parsed?.isValid() ? parsed.number : undefined
+  if (recent.has(input)) return recent.get(input)
+  const trimmed = input.trim()
+  const parsed = parsePhoneNumberFromString(trimmed.startsWith('+') ? trimmed : `+${trimmed}`)
+  const e164 = parsed?.isValid() ? parsed.number : undefined
+  if (recent.size >= RECENT_MAX) recent.clear()
+  recent.set(input, e164)
+  return e164
 }
