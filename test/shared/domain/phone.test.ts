@@ -8,6 +8,7 @@ describe('toE164', () => {
       expect(toE164(' 14155552671 ')).toBe('+14155552671')
       expect(toE164('+1 000')).toBeUndefined()
       expect(toE164('not a number')).toBeUndefined()
+      expect(toE164(`+33 6 12 34 56 78${' '.repeat(100)}`)).toBe('+33612345678')
     }
   })
 
