@@ -66,6 +66,7 @@ interface Soak {
   objectsPerSecondSent: number
   firstMinute: SoakMinute
   lastMinute: SoakMinute
+  minutes: { minute: number; small: { p99Ms: number }; cores: Record<string, number> }[]
   mixedAccepted: number
   mixedRequests: number
   allDoneAfterLastSendMs: number | null
@@ -280,6 +281,8 @@ async function main() {
       'within 20%',
       verdict(within(f.small.p99Ms, l.small.p99Ms)),
     ])
+    rows.push(['soak: small requests p99 each minute (ms)', soak.minutes.map((m) => Math.round(m.small.p99Ms)).join(' / '), '', ''])
+    rows.push(['soak: cores in use each minute, API / worker / Postgres / idle', soak.minutes.map((m) => `${m.cores.api}/${m.cores.worker}/${m.cores.postgres}/${m.cores.idle}`).join('  '), '', ''])
     const share = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${Math.round(v * 100)}%`).join(', ')
     rows.push([
       'soak: mixed requests accepted; all applied after the last send',

@@ -13,7 +13,9 @@ import { percentile, sleep } from './lib.js'
 import { smallBody } from './ingest-load.js'
 import { allFinished, openLoop, post, progress, round, summarize, type OpenLoopSample, type Target } from './load.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers } from './mixed-load.js'
+import { meterCpu, type Cores } from './cpu.js'
 import { before, startMixed, stopAndCheck } from './mixed.js'
+import { benchPostmasterPid } from './postgres.js'
 import { readPreloaded } from './preload.js'
 
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
@@ -101,6 +103,7 @@ async function main() {
   const samples: DeadRows[] = [await deadRows(stats, startedAt)]
   const sampler = setInterval(() => void deadRows(stats, startedAt).then((s) => samples.push(s)), SAMPLE_EVERY_MS)
   const frontier = watchFrontier(run.t, ids, startedAt)
+  const cpu = meterCpu({ processes: run.layout.pids(), trees: { postgres: benchPostmasterPid() } })
   const url = run.t.urls[0]
   const [mixed, small] = await Promise.all([
     openLoop({
@@ -116,6 +119,7 @@ async function main() {
     openLoop({ rps: SMALL_RPS, seconds: SECONDS, warmUpSeconds: 0, send: (i) => post(url, run.t.key, '/users/track', smallBody(`s${run.tag}-${i % 20_000}`)) }),
   ])
   const lastSendAt = performance.now()
+  cpu.stop()
   const accepted = ids.filter((id): id is string => id !== undefined)
   const done = await allFinished(run.t, accepted, { pollMs: 50, deadline: lastSendAt + 600_000 })
   clearInterval(sampler)
@@ -136,6 +140,17 @@ async function main() {
     appliedPerSecond: Math.round(rateBetween(frontier.points, at(end - WINDOW_MS), at(end)) * objectsPerRequest),
     small: minute(small.samples, end - WINDOW_MS, end),
     mixedApi: minute(mixed.samples, end - WINDOW_MS, end),
+  }
+  // Every minute, not only the first and the last: a drift shows as a trend, a stall as one minute.
+  const minutes: { minute: number; appliedPerSecond: number; small: ReturnType<typeof minute>; mixedApiP99Ms: number; cores: Cores }[] = []
+  for (let from = t0; from + WINDOW_MS <= end + 1; from += WINDOW_MS) {
+    minutes.push({
+      minute: minutes.length + 1,
+      appliedPerSecond: Math.round(rateBetween(frontier.points, at(from), at(from + WINDOW_MS)) * objectsPerRequest),
+      small: minute(small.samples, from, from + WINDOW_MS),
+      mixedApiP99Ms: minute(mixed.samples, from, from + WINDOW_MS).p99Ms,
+      cores: cpu.coresBetween(from, from + WINDOW_MS),
+    })
   }
   // The first sample is what earlier runs left; the last, taken once everything is applied, what this one leaves.
   const during = samples.slice(1, -1)
@@ -158,6 +173,7 @@ async function main() {
       notDoneAtDeadline: done.pending,
       firstMinute,
       lastMinute,
+      minutes,
       smallWhole: { ...summarize(small.samples), p999Ms: round(percentile(small.samples.map((s) => s.latency).sort((a, b) => a - b), 99.9)) },
       deadRowShareAtStart: shares(samples.slice(0, 1), (xs) => xs[0]),
       deadRowShareMax: shares(during, (xs) => Math.max(...xs)),
