@@ -66,7 +66,7 @@ interface Soak {
   objectsPerSecondSent: number
   firstMinute: SoakMinute
   lastMinute: SoakMinute
-  minutes: { minute: number; small: { p99Ms: number }; cores: Record<string, number> }[]
+  minutes: (SoakMinute & { cores: Record<string, number> })[]
   mixedAccepted: number
   mixedRequests: number
   allDoneAfterLastSendMs: number | null

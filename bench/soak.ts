@@ -13,7 +13,7 @@ import { percentile, sleep } from './lib.js'
 import { smallBody } from './ingest-load.js'
 import { allFinished, openLoop, post, progress, round, summarize, type OpenLoopSample, type Target } from './load.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers } from './mixed-load.js'
-import { meterCpu, type Cores } from './cpu.js'
+import { meterCpu } from './cpu.js'
 import { before, startMixed, stopAndCheck } from './mixed.js'
 import { benchPostmasterPid } from './postgres.js'
 import { readPreloaded } from './preload.js'
@@ -131,27 +131,18 @@ async function main() {
   const end = t0 + SECONDS * 1000
   const at = (ms: number) => ms - startedAt
   const objectsPerRequest = MIXED_PER_KIND * 3
-  const firstMinute = {
-    appliedPerSecond: Math.round(rateBetween(frontier.points, at(t0), at(t0 + WINDOW_MS)) * objectsPerRequest),
-    small: minute(small.samples, t0, t0 + WINDOW_MS),
-    mixedApi: minute(mixed.samples, t0, t0 + WINDOW_MS),
-  }
-  const lastMinute = {
-    appliedPerSecond: Math.round(rateBetween(frontier.points, at(end - WINDOW_MS), at(end)) * objectsPerRequest),
-    small: minute(small.samples, end - WINDOW_MS, end),
-    mixedApi: minute(mixed.samples, end - WINDOW_MS, end),
-  }
+  // A window of the run: applied objects/s, small-request and mixed-request latency, cores in use.
+  const windowAt = (from: number) => ({
+    appliedPerSecond: Math.round(rateBetween(frontier.points, at(from), at(from + WINDOW_MS)) * objectsPerRequest),
+    small: minute(small.samples, from, from + WINDOW_MS),
+    mixedApi: minute(mixed.samples, from, from + WINDOW_MS),
+    cores: cpu.coresBetween(from, from + WINDOW_MS),
+  })
+  const firstMinute = windowAt(t0)
+  const lastMinute = windowAt(end - WINDOW_MS)
   // Every minute, not only the first and the last: a drift shows as a trend, a stall as one minute.
-  const minutes: { minute: number; appliedPerSecond: number; small: ReturnType<typeof minute>; mixedApiP99Ms: number; cores: Cores }[] = []
-  for (let from = t0; from + WINDOW_MS <= end + 1; from += WINDOW_MS) {
-    minutes.push({
-      minute: minutes.length + 1,
-      appliedPerSecond: Math.round(rateBetween(frontier.points, at(from), at(from + WINDOW_MS)) * objectsPerRequest),
-      small: minute(small.samples, from, from + WINDOW_MS),
-      mixedApiP99Ms: minute(mixed.samples, from, from + WINDOW_MS).p99Ms,
-      cores: cpu.coresBetween(from, from + WINDOW_MS),
-    })
-  }
+  const minutes: ReturnType<typeof windowAt>[] = []
+  for (let from = t0; from + WINDOW_MS <= end + 1; from += WINDOW_MS) minutes.push(windowAt(from))
   // The first sample is what earlier runs left; the last, taken once everything is applied, what this one leaves.
   const during = samples.slice(1, -1)
   const shares = (of: DeadRows[], pick: (xs: number[]) => number) =>
