@@ -2,9 +2,9 @@
 // capacity for BENCH_SOAK_SECONDS (default 600) under `make run`'s layout, with small requests
 // (1 attribute + 1 event) alongside at BENCH_SOAK_SMALL_RPS (default 50) whose latency is the
 // "small-request p99". Postgres runs with autovacuum at its defaults (the bench's own server,
-// bench/postgres.ts). Reported: applied objects/s and small-request p50/p99 of the first and the
-// last minute, the dead-row share of the hot tables sampled every 30 s, and the exactness check
-// of bench/mixed.ts once everything is applied.
+// bench/postgres.ts). Reported: applied objects/s, small-request p50/p99 and cores in use of the
+// first and the last minute and of every minute between, the dead-row share of the hot tables
+// sampled every 30 s, and the exactness check of bench/mixed.ts once everything is applied.
 //
 // Usage: tsx bench/soak.ts [requests/s]: mixed requests (225 objects) a second, default
 // BENCH_SOAK_RPS or 30. Prints one JSON line.
