@@ -25,7 +25,7 @@ function byWorkspace(items: { workspaceId: string; profileId: number }[]): Erasu
 /**
  * The history sweep: the ClickHouse work that merges and deletes leave, done in bulk.
  * - Squash: the rows of every merged profile still overridden are copied under the profile they
- *   now belong to (one INSERT ... SELECT), then deleted with the merged profile's old snapshots
+ *   now belong to (INSERT ... SELECT, in chunks), then deleted with the merged profile's old snapshots
  *   (superseded by its tombstone) and its override.
  * - Erase: every row of the deleted profiles in `events` and `profile_snapshots` is removed.
  * One ALTER TABLE ... DELETE per table serves both (mutations rewrite the parts holding the rows,
