@@ -3,11 +3,11 @@
 // Prints one JSON line: the full-size load, and in the split layout the figures of issue 12
 // measured with small requests (fixed rate, after the full load).
 import { randomBytes } from 'node:crypto'
-import { dropQueueKeys, percentile } from './lib.js'
+import { dropQueueKeys } from './lib.js'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { WORKER_NICE } from '../bin/process-flags.js'
 import { startLayout, type Layout } from './layout.js'
-import { allFinished, fullLoad, openLoop, post, round, summarize, timeToDone, whileDraining, type Target } from './load.js'
+import { acceptedToDone, allFinished, fullLoad, openLoop, post, round, summarize, whileDraining, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const mode = process.argv[2] === 'split' ? 'split' : 'embedded'
@@ -48,33 +48,6 @@ async function smallAtRate(t: Target, prefix: string) {
     notDoneAtDeadline: c.pending,
     failedApplying: c.failed,
     completionResolutionMs: c.pollMs,
-  }
-}
-
-/** Accepted -> done at a low rate (the service at rest): from each request's scheduled send until `/requests/{id}` first says done. */
-async function acceptedToDone(t: Target, prefix: string) {
-  const waits: Promise<{ ms: number; status: string }>[] = []
-  let k = 0
-  const run = await openLoop({
-    ...REST,
-    warmUpSeconds: Math.min(WARM_UP_SECONDS, 2),
-    send: smallSender(t, prefix),
-    onAnswer: (s) => {
-      if (s.requestId && s.status < 300) waits.push(timeToDone(t.urls[k++ % t.urls.length], t.key, s.requestId, s.due, REST.pollMs))
-    },
-  })
-  const done = await Promise.all(waits)
-  const ms = done.map((d) => d.ms).sort((a, b) => a - b)
-  return {
-    rps: run.rps,
-    seconds: run.seconds,
-    requests: done.length,
-    failedApplying: done.filter((d) => d.status === 'failed').length,
-    p50Ms: round(percentile(ms, 50)),
-    p99Ms: round(percentile(ms, 99)),
-    maxMs: round(ms[ms.length - 1] ?? 0),
-    pollMs: REST.pollMs,
-    api: summarize(run.samples),
   }
 }
 
@@ -126,7 +99,8 @@ async function main() {
     let figures: Record<string, unknown> = {}
     if (mode === 'split') {
       const smallRequests = await smallAtRate(t, `s${tag}-`)
-      const atRest = await acceptedToDone(t, `r${tag}-`)
+      // Each request's own figure stays out of the results.
+      const { each, ...atRest } = await acceptedToDone({ ...REST, warmUpSeconds: Math.min(WARM_UP_SECONDS, 2), send: smallSender(t, `r${tag}-`) }, t)
       const duringDrainFigure = await duringDrain(layout, t, bodies, `d${tag}-`)
       figures = { smallRequests, acceptedToDone: atRest, duringDrain: duringDrainFigure }
     }

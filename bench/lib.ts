@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { createWriteStream, mkdtempSync, readFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -75,6 +75,8 @@ export async function startService(args: string[], env: Record<string, string>, 
   })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))
+  // BENCH_SERVICE_LOGS: each service process's log lines also go to <dir>/<role>-<pid>.log.
+  if (process.env.BENCH_SERVICE_LOGS) child.stdout!.pipe(createWriteStream(path.join(process.env.BENCH_SERVICE_LOGS, `${args[0] ?? 'all'}-${child.pid}.log`)))
   const url = `http://127.0.0.1:${port}`
   const probe = workerOnly ? `${url}/metrics` : `${url}/healthz`
   const deadline = Date.now() + 120_000
@@ -135,6 +137,8 @@ export async function runPart(script: string, args: string[] = []): Promise<unkn
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))
+  // BENCH_SERVICE_LOGS: each service process's log lines also go to <dir>/<role>-<pid>.log.
+  if (process.env.BENCH_SERVICE_LOGS) child.stdout!.pipe(createWriteStream(path.join(process.env.BENCH_SERVICE_LOGS, `${args[0] ?? 'all'}-${child.pid}.log`)))
   const code = await new Promise((r) => child.once('exit', r))
   if (code !== 0) throw new Error(`${script} failed (${code}): ${out.slice(-2000)}`)
   const lines = out.trim().split('\n')

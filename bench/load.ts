@@ -302,6 +302,37 @@ export async function timeToDone(url: string, key: string, id: string, since: nu
 export const round = (n: number) => Math.round(n * 100) / 100
 
 /**
+ * Accepted -> done at a fixed rate, open loop: from each request's scheduled send until
+ * `/requests/{id}` first says done (or failed), looking every `pollMs`.
+ */
+export async function acceptedToDone(opts: { rps: number; seconds: number; warmUpSeconds: number; pollMs: number; send: (i: number) => Promise<Answer> }, t: Target) {
+  const waits: Promise<{ ms: number; status: string; due: number }>[] = []
+  let k = 0
+  const run = await openLoop({
+    ...opts,
+    onAnswer: (s) => {
+      if (s.requestId && s.status < 300) waits.push(timeToDone(t.urls[k++ % t.urls.length], t.key, s.requestId, s.due, opts.pollMs).then((d) => ({ ...d, due: s.due })))
+    },
+  })
+  const done = await Promise.all(waits)
+  const ms = done.map((d) => d.ms).sort((a, b) => a - b)
+  return {
+    rps: run.rps,
+    seconds: run.seconds,
+    requests: done.length,
+    failedApplying: done.filter((d) => d.status === 'failed').length,
+    p50Ms: round(percentile(ms, 50)),
+    p99Ms: round(percentile(ms, 99)),
+    maxMs: round(ms[ms.length - 1] ?? 0),
+    pollMs: opts.pollMs,
+    api: summarize(run.samples),
+    /** Each request's scheduled send (performance.now() clock) and its ms to done, in send order. */
+    each: done.sort((a, b) => a.due - b.due).map((d) => ({ due: d.due, ms: d.ms })),
+  }
+}
+
+
+/**
  * Full-size /users/track bodies sent `concurrency` in flight, then every one awaited `done`:
  * accepted (last 2xx) and applied (last `done`) from the first send, as every ingest part reports them.
  */

@@ -1,8 +1,8 @@
 // `make bench`: the benchmarks in one run on this machine, each part in a process of its own,
 // printed as one table (every figure beside its goal) and written to bench/results/<time>.json.
 // The parts are named as arguments (`tsx bench/run.ts mixed soak`) or in BENCH_PARTS (default
-// raw,ingest,mixed,identity,segments,reads,export; `ingest` is embedded,split). The ingest, mixed,
-// soak, identity and segments parts run on the preloaded database. Everything runs against the
+// raw,ingest,mixed,identity,sweep,segments,reads,export; `ingest` is embedded,split). The ingest, mixed,
+// soak, identity, sweep and segments parts run on the preloaded database. Everything runs against the
 // bench's own Postgres (bench/postgres.ts) unless BENCH_PG=machine.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -75,6 +75,12 @@ interface Soak {
   deadRowShareLast: Record<string, number>
   check: { exact: boolean; mismatches: number }
 }
+interface Sweep {
+  operations: { merges: number; deletes: number }
+  sweepSeconds: number | null
+  acceptedToDone: { rps: number; requests: number; p50Ms: number; p99Ms: number; maxMs: number; failedApplying: number }
+  whileSweeping: { requests: number; maxMs: number }
+}
 interface Reads {
   subscriptionGet: { requestsPerSecond: number; p50Ms: number; p99Ms: number; failures: number }
   exportIds: { requestsPerSecond: number; p50Ms: number; p99Ms: number; failures: number }
@@ -95,7 +101,7 @@ interface Identity {
 const USERS = Number(process.env.BENCH_USERS ?? 100_000)
 const EVENTS = Number(process.env.BENCH_PRELOAD_EVENTS ?? 10_000_000)
 const ALIASES: Record<string, string[]> = { ingest: ['embedded', 'split'] }
-const NAMED = process.argv.slice(2).join(',') || process.env.BENCH_PARTS || 'raw,ingest,mixed,identity,segments,reads,export'
+const NAMED = process.argv.slice(2).join(',') || process.env.BENCH_PARTS || 'raw,ingest,mixed,identity,sweep,segments,reads,export'
 const PARTS = new Set(NAMED.split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
 
 /** The issue 12 floor for one ingest run: its rows at the raw rates, against the time it took. */
@@ -134,7 +140,8 @@ async function main() {
   const rawMixed = PARTS.has('mixed') ? await timed('raw (mixed rows)', () => runPart('bench/raw.ts', [String(USERS), 'mixed']) as Promise<Raw>) : undefined
   let mixed: Mixed | undefined
   let soak: Soak | undefined
-  if (['embedded', 'split', 'mixed', 'soak', 'identity', 'segments'].some((p) => PARTS.has(p))) {
+  let sweep: Sweep | undefined
+  if (['embedded', 'split', 'mixed', 'soak', 'identity', 'sweep', 'segments'].some((p) => PARTS.has(p))) {
     // BENCH_REUSE_PRELOAD=1 keeps a preload that matches (a cache: BENCH_PRELOAD_DIR, BENCH_PRELOAD_DB).
     const fresh = process.env.BENCH_REUSE_PRELOAD ? [] : ['--fresh']
     // Identity is measured at a tenth of the events, then at all of them, in the same preload.
@@ -153,6 +160,7 @@ async function main() {
     // Near capacity: three quarters of the mixed part's applied rate when it ran (BENCH_SOAK_RPS overrides).
     const soakRps = !process.env.BENCH_SOAK_RPS && mixed?.appliedPerSecond ? [String(Math.max(1, Math.round((0.75 * mixed.appliedPerSecond) / 225)))] : []
     if (PARTS.has('soak')) soak = await timed('soak', () => runPart('bench/soak.ts', soakRps) as Promise<Soak>)
+    if (PARTS.has('sweep')) sweep = await timed('sweep', () => runPart('bench/sweep.ts') as Promise<Sweep>)
     if (PARTS.has('segments')) segments = await timed('segments', () => runPart('bench/segment-size.ts', [String(USERS)]) as Promise<SegmentSize>)
   }
   const reads = PARTS.has('reads') ? await timed('reads', () => runPart('bench/reads.ts') as Promise<Reads>) : undefined
@@ -315,6 +323,15 @@ async function main() {
       rows.push([`identity: ${k} at both sizes, difference`, `${Math.round(spread * 100)}%`, 'within 20%', verdict(spread <= 0.2)])
     }
   }
+  if (sweep) {
+    const a = sweep.acceptedToDone
+    rows.push([
+      `split: accepted -> done at ${a.rps} requests/s while the history sweep squashes ${n(sweep.operations.merges)} merges and erases ${n(sweep.operations.deletes)} users`,
+      `p50 ${a.p50Ms} ms, p99 ${a.p99Ms} ms, max ${a.maxMs} ms; sweep ${sweep.sweepSeconds === null ? 'not seen' : `${sweep.sweepSeconds} s`}`,
+      'p99 < 250 ms',
+      verdict(a.p99Ms < 250 && a.failedApplying === 0 && sweep.sweepSeconds !== null),
+    ])
+  }
   if (segments) {
     const sized = `${segments.segmentSize === null ? '?' : n(segments.segmentSize)}-member segment`
     rows.push([`split: segment size of a ${sized} at ${segments.rps}/s, at rest`, `p50 ${segments.atRest.p50Ms} ms, p99 ${segments.atRest.p99Ms} ms; ${segments.atRest.failures} failed`, '', ''])
@@ -336,7 +353,7 @@ async function main() {
   const dir = path.join(root, 'bench/results')
   mkdirSync(dir, { recursive: true })
   const file = path.join(dir, `${startedAt.replace(/[:.]/g, '-')}.json`)
-  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, soak, identity, segments, reads, exports, partSeconds, table: rows })
+  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, soak, identity, sweep, segments, reads, exports, partSeconds, table: rows })
   writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`)
   console.log(`\nwritten to ${path.relative(root, file)}`)
 }
