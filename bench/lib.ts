@@ -137,8 +137,6 @@ export async function runPart(script: string, args: string[] = []): Promise<unkn
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))
-  // BENCH_SERVICE_LOGS: each service process's log lines also go to <dir>/<role>-<pid>.log.
-  if (process.env.BENCH_SERVICE_LOGS) child.stdout!.pipe(createWriteStream(path.join(process.env.BENCH_SERVICE_LOGS, `${args[0] ?? 'all'}-${child.pid}.log`)))
   const code = await new Promise((r) => child.once('exit', r))
   if (code !== 0) throw new Error(`${script} failed (${code}): ${out.slice(-2000)}`)
   const lines = out.trim().split('\n')

@@ -331,7 +331,6 @@ export async function acceptedToDone(opts: { rps: number; seconds: number; warmU
   }
 }
 
-
 /**
  * Full-size /users/track bodies sent `concurrency` in flight, then every one awaited `done`:
  * accepted (last 2xx) and applied (last `done`) from the first send, as every ingest part reports them.
