@@ -3,10 +3,9 @@
 // Prints one JSON line: the full-size load, and in the split layout the figures of issue 12
 // measured with small requests (fixed rate, after the full load).
 import { randomBytes } from 'node:crypto'
-import { dropQueueKeys } from './lib.js'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { WORKER_NICE } from '../bin/process-flags.js'
-import { startLayout, type Layout } from './layout.js'
+import { withLayout, type Layout } from './layout.js'
 import { acceptedToDone, allFinished, fullLoad, openLoop, post, round, summarize, whileDraining, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
@@ -89,11 +88,10 @@ function smallSender(t: Target, prefix: string) {
 async function main() {
   const preloaded = readPreloaded()
   const env = serviceEnv(preloaded)
-  const layout = await startLayout(mode, env)
-  const t: Target = { urls: layout.apis, key: preloaded.workspace.key }
-  // A tag per run keeps every user new, whatever earlier runs left in the preloaded database.
-  const tag = randomBytes(3).toString('hex')
-  try {
+  await withLayout(mode, env, async (layout) => {
+    const t: Target = { urls: layout.apis, key: preloaded.workspace.key }
+    // A tag per run keeps every user new, whatever earlier runs left in the preloaded database.
+    const tag = randomBytes(3).toString('hex')
     const bodies = Array.from({ length: REQUESTS }, (_, i) => trackBody(i, USERS, `${mode[0]}${tag}-`))
     const full = await fullIngest(t, bodies)
     let figures: Record<string, unknown> = {}
@@ -114,10 +112,7 @@ async function main() {
         ...figures,
       }),
     )
-  } finally {
-    await layout.stop()
-    await dropQueueKeys(env.QUEUE_PREFIX)
-  }
+  })
 }
 
 main().catch((e) => {

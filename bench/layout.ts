@@ -2,7 +2,7 @@
 // embedded (one process, every role) and split (one API process and one worker process at a
 // lower CPU priority: the layout `make run` starts, bin/run-local.ts).
 import { WORKER_NICE } from '../bin/process-flags.js'
-import { startService, stopService, type ServiceProcess } from './lib.js'
+import { dropQueueKeys, startService, stopService, type ServiceProcess } from './lib.js'
 
 export interface Layout {
   mode: 'embedded' | 'split'
@@ -43,5 +43,16 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
       for (const a of apis) await stopService(a)
       if (worker) await stopService(worker)
     },
+  }
+}
+
+/** Runs `fn` on a layout started for it, then stops the layout and drops its queues' keys, whatever `fn` did. */
+export async function withLayout<T>(mode: 'embedded' | 'split', env: Record<string, string>, fn: (layout: Layout) => Promise<T>): Promise<T> {
+  const layout = await startLayout(mode, env)
+  try {
+    return await fn(layout)
+  } finally {
+    await layout.stop()
+    await dropQueueKeys(env.QUEUE_PREFIX)
   }
 }

@@ -6,9 +6,8 @@
 // at its scheduled instant and its latency counts from that instant.
 // Usage: tsx bench/segment-size.ts [users]. Prints one JSON line.
 import { randomBytes } from 'node:crypto'
-import { dropQueueKeys } from './lib.js'
 import { cityBodies, requestsFor, trackBody, PER_KIND } from './ingest-load.js'
-import { startLayout } from './layout.js'
+import { withLayout } from './layout.js'
 import { fullLoad, openLoop, request, round, summarize, whileDraining, type Answer } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
@@ -21,11 +20,10 @@ const BACKLOG_REQUESTS = num('BENCH_DRAIN_REQUESTS', 2 * requestsFor(USERS))
 async function main() {
   const preloaded = readPreloaded()
   const env = serviceEnv(preloaded)
-  const layout = await startLayout('split', env)
-  const api = layout.apis[0]
-  const ws = preloaded.workspace.id
-  const tag = randomBytes(3).toString('hex')
-  try {
+  await withLayout('split', env, async (layout) => {
+    const api = layout.apis[0]
+    const ws = preloaded.workspace.id
+    const tag = randomBytes(3).toString('hex')
     const city = `segment-${tag}`
     const members = cityBodies(USERS, `m${tag}-`, city)
     const seeded = await fullLoad({ urls: [api], key: preloaded.workspace.key }, members, { concurrency: 32, objects: USERS, deadlineMs: 600_000 })
@@ -65,10 +63,7 @@ async function main() {
         drainedDuringWindow: drainedAt !== undefined,
       }),
     )
-  } finally {
-    await layout.stop()
-    await dropQueueKeys(env.QUEUE_PREFIX)
-  }
+  })
 }
 
 main().catch((e) => {

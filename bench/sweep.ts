@@ -8,9 +8,9 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import pg from 'pg'
 import { Permissions } from '../shared/domain/permissions.js'
-import { dropQueueKeys, sleep } from './lib.js'
+import { sleep } from './lib.js'
 import { smallBody } from './ingest-load.js'
-import { startLayout } from './layout.js'
+import { withLayout } from './layout.js'
 import { acceptedToDone, allFinished, closedLoop, post, round, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
@@ -69,8 +69,7 @@ function watchSweep(databaseUrl: string) {
 async function main() {
   const preloaded = readPreloaded()
   const env: Record<string, string> = { ...serviceEnv(preloaded), IDENTITY_SWEEP_SECONDS: String(SWEEP_SECONDS) }
-  const layout = await startLayout('split', env)
-  try {
+  await withLayout('split', env, async (layout) => {
     const measured: Target = { urls: layout.apis, key: preloaded.workspace.key }
     const other: Target = { urls: layout.apis, key: await otherWorkspaceKey(layout.apis[0], preloaded.adminToken, preloaded.otherWorkspaceId) }
     // The other workspace's users are o<n> for n past the measured workspace's profiles.
@@ -107,10 +106,7 @@ async function main() {
         whileSweeping: { requests: during.length, maxMs: round(Math.max(0, ...during)) },
       }),
     )
-  } finally {
-    await layout.stop()
-    await dropQueueKeys(env.QUEUE_PREFIX)
-  }
+  })
 }
 
 main().catch((e) => {
