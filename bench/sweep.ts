@@ -11,7 +11,7 @@ import { Permissions } from '../shared/domain/permissions.js'
 import { sleep } from './lib.js'
 import { smallBody } from './ingest-load.js'
 import { withLayout } from './layout.js'
-import { acceptedToDone, allFinished, closedLoop, post, round, type Target } from './load.js'
+import { acceptedToDone, allFinished, closedLoop, post, request, round, type Target } from './load.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
@@ -24,9 +24,9 @@ const PER_REQUEST = 50
 /** An API key of the other workspace, its identity endpoints' limits lifted. */
 async function otherWorkspaceKey(api: string, admin: string, workspaceId: string): Promise<string> {
   const call = async (method: string, p: string, body: unknown) => {
-    const r = await fetch(`${api}${p}`, { method, headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
-    if (!r.ok) throw new Error(`${method} ${p} answered ${r.status}: ${await r.text()}`)
-    return (await r.json()) as Record<string, string>
+    const r = await request(method, api, p, admin, JSON.stringify(body))
+    if (r.status >= 300) throw new Error(`${method} ${p} answered ${r.status}: ${r.body}`)
+    return JSON.parse(r.body) as Record<string, string>
   }
   const key = await call('POST', `/admin/v1/workspaces/${workspaceId}/api_keys`, { name: `bench-sweep-${randomBytes(3).toString('hex')}`, permissions: [...Permissions] })
   const lifted = { limit: 1e9, window_seconds: 1 }
