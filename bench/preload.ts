@@ -91,16 +91,14 @@ async function createSchema(): Promise<Preloaded> {
 }
 
 /**
- * Profiles 1..P (ids and external ids follow n: p<n> in the measured workspace, o<n> in the other),
- * and two event summaries each (one event name, one product) with the counts the full history gives.
+ * Profiles 1..P (ids and external ids follow n: p<n> in the measured workspace, o<n> in the other);
+ * their events are ClickHouse's (fillClickHouse), which their summaries are read from.
  */
 async function fillPostgres(p: Preloaded, timings: Record<string, number>): Promise<void> {
   const db = new pg.Client({ connectionString: p.databaseUrl })
   await db.connect()
   try {
     await db.query('SET synchronous_commit = off')
-    // The rows are consistent by construction: skipping the foreign-key triggers halves the summaries' load.
-    await db.query(`SET session_replication_role = replica`).catch(() => undefined)
     let t = performance.now()
     await db.query(
       `INSERT INTO profiles (id, workspace_id, service_id, external_id, email, first_name, last_name, country, language,
@@ -115,17 +113,6 @@ async function fillPostgres(p: Preloaded, timings: Record<string, number>): Prom
     )
     if (p.profiles > 0) await db.query(`SELECT setval('profiles_id_seq', $1)`, [p.profiles])
     timings.postgresProfiles = seconds(t)
-    t = performance.now()
-    const perKind = Math.max(1, Math.round(EVENTS / Math.max(1, p.profiles) / 2))
-    if (EVENTS > 0) {
-      await db.query(
-        `INSERT INTO profile_event_summaries (profile_id, kind, name, first_at, last_at, count)
-         SELECT n, k.kind, k.name, now() - interval '365 days', now() - make_interval(secs => n % 86400), $2
-         FROM generate_series(1, $1::bigint) AS n CROSS JOIN (VALUES ('event', 'played'), ('purchase', 'sku-1')) AS k(kind, name)`,
-        [p.profiles, perKind],
-      )
-    }
-    timings.postgresSummaries = seconds(t)
     t = performance.now()
     await db.query('VACUUM (ANALYZE)')
     timings.postgresVacuumAnalyze = seconds(t)

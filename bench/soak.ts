@@ -24,7 +24,7 @@ const RPS = Number(process.argv[2] ?? num('BENCH_SOAK_RPS', 30))
 const SMALL_RPS = num('BENCH_SOAK_SMALL_RPS', 50)
 const SAMPLE_EVERY_MS = 30_000
 const WINDOW_MS = Math.min(60_000, (SECONDS * 1000) / 3)
-const HOT_TABLES = ['profiles', 'profile_aliases', 'profile_event_summaries', 'applied_jobs']
+const HOT_TABLES = ['profiles', 'profile_aliases', 'applied_jobs']
 
 interface DeadRows {
   atSeconds: number

@@ -25,7 +25,7 @@ export async function readVacuumState(pg: Pool): Promise<{ autovacuum: boolean; 
 }
 
 /**
- * Every track batch rewrites profile and summary rows: without vacuum their dead versions pile up
+ * Track batches rewrite profile rows and write ledger rows: without vacuum their dead versions pile up
  * and every read and write of those tables slows down with them (docs/operations.md, Postgres).
  * Warn when autovacuum is off, and when a hot table already carries many dead rows.
  */
@@ -34,7 +34,7 @@ export async function warnAboutPostgresVacuum(pg: Pool, logger: Logger): Promise
     const state = await readVacuumState(pg)
     if (!state.autovacuum) {
       logger.warn(
-        'Postgres autovacuum is off (autovacuum or track_counts): dead rows of profiles and summaries pile up and ingestion slows down ' +
+        'Postgres autovacuum is off (autovacuum or track_counts): dead rows of profiles and the job ledger pile up and ingestion slows down ' +
           'with them; turn it on, or run VACUUM ANALYZE on a schedule',
       )
     }

@@ -62,18 +62,7 @@ export async function countEvents(ch: ClickHouse, workspaceId: string, profileId
 export async function readEventSummaries(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, KindedSummary[]>> {
   const out = new Map<number, KindedSummary[]>()
   if (profileIds.length === 0) return out
-  const tables = historyTablesOf(ch)
-  // The merge overrides pointing at these profiles, first: the events query then reads the rows of
-  // the profiles and of those merged into them by key, without a join per page.
-  const merged = await ch.client.query({
-    query: `SELECT old_profile_id, new_profile_id FROM ${tables.overridesTable} FINAL
-             WHERE workspace_id = {ws:String} AND new_profile_id IN {ids:Array(UInt64)}`,
-    query_params: { ws: workspaceId, ids: profileIds },
-    format: 'JSONEachRow',
-  })
-  const overrides = await merged.json<{ old_profile_id: string | number; new_profile_id: string | number }>()
-  const olds = overrides.map((o) => Number(o.old_profile_id))
-  const news = overrides.map((o) => Number(o.new_profile_id))
+  const { tables, olds, news } = await mergedInto(ch, workspaceId, profileIds)
   const rs = await ch.client.query({
     query: `SELECT transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id) AS owner, kind, name,
                    min(time), max(time), uniqExact(event_id)
@@ -84,15 +73,54 @@ export async function readEventSummaries(ch: ClickHouse, workspaceId: string, pr
     // A page's thousands of rows: TabSeparated parses in a third less time than JSON rows.
     format: 'TabSeparated',
   })
-  // Times come as `2026-01-01 00:00:00.000` (UTC): ISO 8601 with a T and a Z, as Postgres' summaries are formatted.
-  const iso = (t: string) => `${t.replace(' ', 'T')}Z`
   for (const [owner, kind, name, first, last, count] of tsvRows(await rs.text())) {
     let list = out.get(Number(owner))
     if (!list) out.set(Number(owner), (list = []))
-    list.push({ kind: kind as KindedSummary['kind'], name, first: iso(first), last: iso(last), count: Number(count) })
+    list.push({ kind: kind as KindedSummary['kind'], name, first: isoOf(first), last: isoOf(last), count: Number(count) })
   }
   return out
 }
+
+/**
+ * When each profile's latest occurrence was written, under the profile that owns it now: the
+ * recency an event or purchase gives its profile ("most recently updated", interface.md 4.1 rule
+ * 5 and 4.2) beside its row's `updated_at`. An occurrence counts once its batch has delivered it;
+ * a copy made by the history sweep keeps the original time.
+ */
+export async function lastOccurrences(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, string>> {
+  const out = new Map<number, string>()
+  if (profileIds.length === 0) return out
+  const { tables, olds, news } = await mergedInto(ch, workspaceId, profileIds)
+  const rs = await ch.client.query({
+    query: `SELECT transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id) AS owner, max(inserted_at)
+             FROM ${tables.eventsTable}
+             WHERE workspace_id = {ws:String} AND profile_id IN {read:Array(UInt64)}
+             GROUP BY owner`,
+    query_params: { ws: workspaceId, olds, news, read: [...profileIds, ...olds] },
+    format: 'TabSeparated',
+  })
+  for (const [owner, at] of tsvRows(await rs.text())) out.set(Number(owner), isoOf(at))
+  return out
+}
+
+/**
+ * The merge overrides pointing at these profiles: a query then reads the rows of the profiles and
+ * of those merged into them by key (`transform` names the owner), without a join per row.
+ */
+async function mergedInto(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<{ tables: HistoryTables; olds: number[]; news: number[] }> {
+  const tables = historyTablesOf(ch)
+  const merged = await ch.client.query({
+    query: `SELECT old_profile_id, new_profile_id FROM ${tables.overridesTable} FINAL
+             WHERE workspace_id = {ws:String} AND new_profile_id IN {ids:Array(UInt64)}`,
+    query_params: { ws: workspaceId, ids: profileIds },
+    format: 'JSONEachRow',
+  })
+  const overrides = await merged.json<{ old_profile_id: string | number; new_profile_id: string | number }>()
+  return { tables, olds: overrides.map((o) => Number(o.old_profile_id)), news: overrides.map((o) => Number(o.new_profile_id)) }
+}
+
+/** Times come as `2026-01-01 00:00:00.000` (UTC): ISO 8601 with a T and a Z, as Postgres' times are formatted. */
+const isoOf = (t: string) => `${t.replace(' ', 'T')}Z`
 
 /** The tables event queries read: the events and the merge overrides applied to them. */
 export function historyTablesOf(ch: ClickHouse): HistoryTables {

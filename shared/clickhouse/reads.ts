@@ -1,5 +1,7 @@
 import type { Filter } from '../domain/segment-filter.js'
+import type { KindedSummary } from '../domain/user-record.js'
 import type { ClickHouse } from './client.js'
+import { readEventSummaries } from './event-repository.js'
 import { countSegmentMembers } from './segment-repository.js'
 
 /**
@@ -9,6 +11,8 @@ import { countSegmentMembers } from './segment-repository.js'
  */
 export interface ClickHouseReads {
   segmentSize(workspaceId: string, filter: Filter): Promise<number>
+  /** Each profile's event and purchase summaries, from the event history (`readEventSummaries`). */
+  eventSummaries(workspaceId: string, profileIds: number[]): Promise<Map<number, KindedSummary[]>>
   /** Readiness: how this process reaches ClickHouse, or a rejection saying why it cannot. */
   check(): Promise<string>
 }
@@ -18,6 +22,7 @@ export function directReads(ch: ClickHouse): ClickHouseReads {
   const counts = new SharedRuns<number>()
   return {
     segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter)),
+    eventSummaries: (workspaceId, profileIds) => readEventSummaries(ch, workspaceId, profileIds),
     async check() {
       const p = await ch.client.ping()
       if (!p.success) throw new Error(`unreachable: ${(p as { error?: Error }).error?.message ?? 'no answer'}`)

@@ -50,10 +50,13 @@ export function sharingAnAddress(profiles: readonly { id: number; email: string 
   return profiles.filter((p) => (p.email !== null && emails.has(p.email)) || (p.phone !== null && phones.has(p.phone))).map((p) => p.id)
 }
 
+/** When each of some profiles' latest occurrence was written (`lastOccurrences` in shared/clickhouse): ISO times by profile id. */
+export type LastOccurrences = (workspaceId: string, profileIds: number[]) => Promise<ReadonlyMap<number, string>>
+
 /**
  * "Most recently updated" (4.1 rule 5, 4.2): an event or purchase updates a profile too, but is
- * stamped on its summary rows rather than by rewriting the profile's row, so a profile's recency
- * is the later of its row's `updated_at` and its last applied occurrence (`lastOccurrences`).
+ * stamped on the occurrence in the event history rather than by rewriting the profile's row, so a
+ * profile's recency is the later of its row's `updated_at` and its last delivered occurrence.
  */
 export function withLastOccurrences<P extends { id: number; updated_at: string }>(profiles: P[], lastOccurrence: ReadonlyMap<number, string>): P[] {
   for (const p of profiles) {

@@ -56,6 +56,11 @@ export interface Projection {
   now: Date
 }
 
+/** Whether a projection shows event or purchase summaries, which are read from the event history. */
+export function needsSummaries(p: Pick<Projection, 'fields'>): boolean {
+  return !p.fields || p.fields.includes('custom_events') || p.fields.includes('purchases')
+}
+
 function within90Days(entries: EventSummary[] | undefined, now: Date): EventSummary[] | undefined {
   if (!entries) return undefined
   const since = now.getTime() - WINDOW_MS
@@ -89,11 +94,6 @@ export interface ProfileParts {
   aliases: { alias_name: string; alias_label: string }[]
   tokens: { app_id: string; token: string; device_id: string | null }[]
   subscriptions: { subscription_group_id: string; subscription_state: string }[]
-}
-
-/** The parts of a full record: the stored ones and the summaries, sorted by name in byte order. */
-export interface RecordParts extends ProfileParts {
-  summaries: KindedSummary[]
 }
 
 /** Byte order of UTF-8 text, as Postgres' "C" collation sorts it. */
@@ -136,9 +136,4 @@ export function withSummaries(stored: StoredRecord & Partial<UserRecord>, summar
   if (push_tokens) record.push_tokens = push_tokens
   if (subscription_groups) record.subscription_groups = subscription_groups
   return record
-}
-
-/** The exported record (interface.md 2.4, all-time summaries) of a profile and its parts. */
-export function userRecordOf(p: ProfileRow, parts: RecordParts): UserRecord {
-  return withSummaries(storedRecordOf(p, parts), parts.summaries)
 }

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import { z } from 'zod'
 import type { ClickHouseReads } from '../clickhouse/reads.js'
 import type { Filter } from '../domain/segment-filter.js'
+import type { KindedSummary } from '../domain/user-record.js'
 import { UnavailableError } from '../errors.js'
 
 /**
@@ -26,6 +27,14 @@ export const HOLDER_HEARTBEAT_TTL_MS = 3_000
 
 export const ClickHouseReadRequest = z.discriminatedUnion('op', [
   z.object({ op: z.literal('segment_size'), id: z.string(), reply: z.string(), deadline: z.number(), workspace_id: z.string(), filter: z.unknown() }),
+  z.object({
+    op: z.literal('event_summaries'),
+    id: z.string(),
+    reply: z.string(),
+    deadline: z.number(),
+    workspace_id: z.string(),
+    profile_ids: z.array(z.number().int()),
+  }),
   z.object({ op: z.literal('check'), id: z.string(), reply: z.string(), deadline: z.number() }),
 ])
 export type ClickHouseReadRequest = z.infer<typeof ClickHouseReadRequest>
@@ -71,6 +80,11 @@ export class RemoteClickHouseReads implements ClickHouseReads {
     return Number(await this.ask({ op: 'segment_size', workspace_id: workspaceId, filter }))
   }
 
+  async eventSummaries(workspaceId: string, profileIds: number[]): Promise<Map<number, KindedSummary[]>> {
+    const entries = JSON.parse(String(await this.ask({ op: 'event_summaries', workspace_id: workspaceId, profile_ids: profileIds }))) as [number, KindedSummary[]][]
+    return new Map(entries)
+  }
+
   async check(): Promise<string> {
     const holder = await this.holder()
     await this.ask({ op: 'check' })
@@ -101,7 +115,9 @@ export class RemoteClickHouseReads implements ClickHouseReads {
     return JSON.parse(raw) as HolderInfo
   }
 
-  private async ask(body: { op: 'segment_size'; workspace_id: string; filter: Filter } | { op: 'check' }): Promise<number | string> {
+  private async ask(
+    body: { op: 'segment_size'; workspace_id: string; filter: Filter } | { op: 'event_summaries'; workspace_id: string; profile_ids: number[] } | { op: 'check' },
+  ): Promise<number | string> {
     const holder = await this.holder()
     const id = randomUUID()
     const request = { ...body, id, reply: this.keys.reply(this.caller), deadline: Date.now() + this.timeoutMs }

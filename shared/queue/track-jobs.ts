@@ -36,6 +36,10 @@ export type AttributeOp = z.infer<typeof AttributeOp>
  */
 export const eventIdOf = (requestId: string, kind: 'event' | 'purchase', index: number) => `${requestId}:${kind === 'event' ? 'e' : 'p'}:${index}`
 
+/** An occurrence time as the API writes it (`Date#toISOString` of the time it validated). */
+const STORED_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
+export const isStoredTime = (time: string) => STORED_TIME.test(time)
+
 /** What every occurrence (event or purchase) carries. */
 const Occurrence = {
   index: z.number().int(),

@@ -43,11 +43,13 @@ describe("make run's layout (API and worker processes)", () => {
     expectStatus(await asAdmin('POST', `/admin/v1/workspaces/${ws}/segments`, { name: 'bad', filter: { custom_attribute: 'cohort', op: 'nope' } }), 400)
     expectStatus(await asAdmin('GET', `/admin/v1/workspaces/${ws}/segments/${segmentId}`), 200)
 
+    // Yesterday: inside the 90 days a read-back shows.
+    const at = new Date(Date.now() - 86_400_000).toISOString()
     const track = expectStatus(
       await asKey('POST', '/users/track', {
         attributes: ['u1', 'u2', 'u3'].map((id) => ({ external_id: id, cohort: 'a', email: `${id}@example.com` })),
-        events: [{ external_id: 'u1', name: 'signed_up', time: '2026-11-20T10:00:00Z' }],
-        purchases: [{ external_id: 'u2', product_id: 'p1', currency: 'USD', price: 9.5, time: '2026-11-20T10:00:00Z' }],
+        events: [{ external_id: 'u1', name: 'signed_up', time: at }],
+        purchases: [{ external_id: 'u2', product_id: 'p1', currency: 'USD', price: 9.5, time: at }],
       }),
       201,
     )
@@ -62,7 +64,11 @@ describe("make run's layout (API and worker processes)", () => {
 
     const read = expectStatus(await asKey('POST', '/users/export/ids', { external_ids: ['u1', 'u2'] }), 201)
     expect(read.body.users.map((u: { external_id: string }) => u.external_id).sort()).toEqual(['u1', 'u2'])
-    expect(read.body.users.find((u: { external_id: string }) => u.external_id === 'u1').custom_attributes).toMatchObject({ cohort: 'a' })
+    const u1 = read.body.users.find((u: { external_id: string }) => u.external_id === 'u1')
+    expect(u1.custom_attributes).toMatchObject({ cohort: 'a' })
+    // The summaries come from the event history, which the API asks of the worker holding ClickHouse.
+    expect(u1.custom_events).toEqual([{ name: 'signed_up', first: at, last: at, count: 1 }])
+    expect(read.body.users.find((u: { external_id: string }) => u.external_id === 'u2').purchases).toEqual([{ name: 'p1', first: at, last: at, count: 1 }])
     expectStatus(await asKey('POST', '/users/export/ids', { external_ids: 'u1' }), 400)
   })
 

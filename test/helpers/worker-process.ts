@@ -57,5 +57,12 @@ export async function clickhouseCounts(dataDir: string, database: string, worksp
     visible: { kind: string; n: string }[]
     physical: number
     snapshots: number
+    perProfile: { profileId: number; kind: string; name: string; n: number }[]
   }
+}
+
+/** How many occurrences of one kind and name each profile has, from `clickhouseCounts` (0 when none). */
+export function occurrencesOf(counts: { perProfile: { profileId: number; kind: string; name: string; n: number }[] }, kind: string, name: string) {
+  const by = new Map(counts.perProfile.filter((c) => c.kind === kind && c.name === name).map((c) => [c.profileId, c.n]))
+  return (profileId: number) => by.get(profileId) ?? 0
 }

@@ -3,6 +3,7 @@ import net from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
+import { occurrenceCounts } from '../helpers/occurrences.js'
 import { freePort } from '../helpers/ports.js'
 import { sleep, until } from '../helpers/wait.js'
 import { exited } from '../helpers/worker-process.js'
@@ -129,13 +130,12 @@ describe('Redis killed and restarted while the API is under load', () => {
       const accepted = sent.filter((s) => s.phase === 'after' && s.status === 201)
       await e.startWorkers(['track'])
       for (const s of accepted) expect((await e.waitForRequest(ws.key, s.requestId!, 30_000)).status).toBe('done')
-      const rows = await e.ctx.pg.query<{ external_id: string; counter: number; events: number | null }>(
-        `SELECT p.external_id, (p.custom_attributes->>'counter')::int AS counter, s.count AS events
-           FROM profiles p LEFT JOIN profile_event_summaries s ON s.profile_id = p.id AND s.name = 'tick'
-          WHERE p.workspace_id = $1`,
+      const rows = await e.ctx.pg.query<{ id: string; external_id: string; counter: number }>(
+        `SELECT p.id, p.external_id, (p.custom_attributes->>'counter')::int AS counter FROM profiles p WHERE p.workspace_id = $1`,
         [ws.id],
       )
-      const byUser = new Map(rows.rows.map((r) => [r.external_id, r]))
+      const ticks = await occurrenceCounts(e.clickhouse, ws.id, rows.rows.map((r) => Number(r.id)), 'event', 'tick')
+      const byUser = new Map(rows.rows.map((r) => [r.external_id, { counter: r.counter, events: ticks(Number(r.id)) }]))
       for (const s of accepted) expect(byUser.get(`redis-${s.n}`), `redis-${s.n}`).toMatchObject({ counter: 1, events: 2 })
       // A refused request left nothing behind.
       for (const s of refused) expect(byUser.has(`redis-${s.n}`), `redis-${s.n}`).toBe(false)

@@ -49,7 +49,7 @@ describe('the storage gauges the alerts read', () => {
     const { rows } = await env.ctx.pg.query<{ av: string; tc: string }>(`SELECT current_setting('autovacuum') AS av, current_setting('track_counts') AS tc`)
     expect(await samples('uds_postgres_autovacuum_enabled')).toEqual(new Map([[database(), rows[0].av === 'on' && rows[0].tc === 'on' ? 1 : 0]]))
     const table = (t: string) => `${database()},${t}`
-    expect([...(await samples('uds_postgres_dead_rows')).keys()].sort()).toEqual(['applied_jobs', 'profile_aliases', 'profile_event_summaries', 'profiles'].map(table))
+    expect([...(await samples('uds_postgres_dead_rows')).keys()].sort()).toEqual(['applied_jobs', 'profile_aliases', 'profiles'].map(table))
 
     await env.ctx.pg.query(`INSERT INTO applied_jobs (job_key, workspace_id) SELECT 'g' || g, 'ws' FROM generate_series(1, 3000) g`)
     await env.ctx.pg.query(`DELETE FROM applied_jobs WHERE job_key LIKE 'g%'`)

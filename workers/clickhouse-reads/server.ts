@@ -18,6 +18,18 @@ const HEARTBEAT_EVERY_MS = 1_000
 /** How long one pop waits for a request before looking whether it should stop. */
 const POP_WAIT_SECONDS = 1
 
+/** A request's answer as a reply carries it: a number or text (a map as JSON entries). */
+async function read(reads: ClickHouseReads, request: ClickHouseReadRequest): Promise<number | string> {
+  switch (request.op) {
+    case 'segment_size':
+      return reads.segmentSize(request.workspace_id, request.filter as Filter)
+    case 'event_summaries':
+      return JSON.stringify([...(await reads.eventSummaries(request.workspace_id, request.profile_ids))])
+    case 'check':
+      return reads.check()
+  }
+}
+
 export interface ReadServer {
   stop(): Promise<void>
 }
@@ -63,7 +75,7 @@ export async function serveClickHouseReads(opts: {
     await priority.run(async () => {
       let reply: ClickHouseReadReply
       try {
-        const value = await (request.op === 'segment_size' ? reads.segmentSize(request.workspace_id, request.filter as Filter) : reads.check())
+        const value = await read(reads, request)
         reply = { id: request.id, ok: true, value }
       } catch (e) {
         logger.error({ err: e, op: request.op }, 'ClickHouse read failed')

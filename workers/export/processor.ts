@@ -13,6 +13,7 @@ import { getSegment } from '../../shared/db/repositories/segment-repository.js'
 import { getWorkspace } from '../../shared/db/repositories/workspace-repository.js'
 import type { Filter } from '../../shared/domain/segment-filter.js'
 import { globalControlGroupFilter } from '../../shared/domain/segment-sql.js'
+import { needsSummaries } from '../../shared/domain/user-record.js'
 import { isRetryable } from '../../shared/errors.js'
 import { submitRequest } from '../../shared/queue/jobs.js'
 import { exportFileName, jsonEntryName } from '../../shared/storage/export-layout.js'
@@ -22,7 +23,7 @@ import { fail, ok, skip, type Outcome, type Processor } from '../runner.js'
 import { bucketTarget, localTarget, type ExportTarget } from './export-target.js'
 import { writeExportFile } from './file-writer.js'
 import { MemberPages } from './member-pages.js'
-import { needsSummaries, projectionOf, recordLines, type ExportMember } from './record-lines.js'
+import { projectionOf, recordLines, type ExportMember } from './record-lines.js'
 
 /** Rows fetched from ClickHouse per query; a file of more users spans several pages. */
 const PAGE_SIZE = 5000

@@ -24,11 +24,6 @@ export interface ExportMember extends MemberRow {
   summaries: readonly KindedSummary[]
 }
 
-/** Whether the export's lines hold event or purchase entries, so the members' summaries must be read. */
-export function needsSummaries(p: Projection): boolean {
-  return !p.fields || p.fields.includes('custom_events') || p.fields.includes('purchases')
-}
-
 /** Lines are handed to the compressor in chunks of about this size rather than one by one. */
 const CHUNK_BYTES = 64 * 1024
 

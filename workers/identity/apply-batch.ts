@@ -1,8 +1,7 @@
 import type pg from 'pg'
 import type { Erasures, Override } from '../../shared/db/repositories/override-repository.js'
-import { lastOccurrences } from '../../shared/db/repositories/event-summary-repository.js'
 import { lockProfiles } from '../../shared/db/repositories/profile-repository.js'
-import { sharingAnAddress, withLastOccurrences } from '../../shared/domain/prioritization.js'
+import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
 import { applyDelete } from './delete.js'
 import { applyIdentify } from './identify.js'
 import { IdentityBatch } from './identity-batch.js'
@@ -41,7 +40,7 @@ function applyOperation(batch: IdentityBatch, op: IdentityOperation): Promise<Id
  * profile any of its jobs names is locked at once (in id order, like track batches), then the
  * operations run one after the other against that state (see IdentityBatch).
  */
-export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJob[], now: string): Promise<AppliedIdentityJobs> {
+export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJob[], now: string, lastOccurrences: LastOccurrences): Promise<AppliedIdentityJobs> {
   const out: AppliedIdentityJobs = { errors: new Map(), changed: [], deleted: [], overrides: [], erased: [] }
   const byWorkspace = new Map<string, KeyedIdentityJob[]>()
   for (const j of jobs) byWorkspace.set(j.job.workspaceId, [...(byWorkspace.get(j.job.workspaceId) ?? []), j])
@@ -51,7 +50,7 @@ export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJo
     const externalIds = ops.flatMap((op) => (op.type === 'identify' ? [op.externalId] : []))
     const locked = await lockProfiles(db, workspaceId, lookupOf(targets, externalIds))
     const profiles = [...locked.byId.values()]
-    withLastOccurrences(profiles, await lastOccurrences(db, sharingAnAddress(profiles)))
+    withLastOccurrences(profiles, await lastOccurrences(workspaceId, sharingAnAddress(profiles)))
     const batch = new IdentityBatch(db, workspaceId, locked, now)
     for (const { key, job } of wsJobs) {
       const errors: IdentityError[] = []

@@ -1,5 +1,4 @@
 import type pg from 'pg'
-import { moveEventSummaries } from '../../shared/db/repositories/event-summary-repository.js'
 import { copyMissingSubscriptions, moveAliases, movePushTokens, type MergePair } from '../../shared/db/repositories/identity-repository.js'
 import { dropOverridesInto, insertOverrides, repointOverrides, type Override } from '../../shared/db/repositories/override-repository.js'
 import {
@@ -96,7 +95,7 @@ export class IdentityBatch implements LockedProfiles {
     this.changed(round, owner)
   }
 
-  /** Erases a user: the profile goes (with its aliases, tokens, summaries and states); ClickHouse hides it at once. */
+  /** Erases a user: the profile goes (with its aliases, tokens and states); ClickHouse hides it at once. */
   async delete(user: ProfileRow): Promise<void> {
     const round = await this.roundTouching([user.id])
     for (const [key, owner] of this.aliasOwner) if (owner === user.id) this.aliasOwner.delete(key)
@@ -168,7 +167,6 @@ export class IdentityBatch implements LockedProfiles {
     await moveAliases(db, r.merges)
     await movePushTokens(db, r.merges)
     await copyMissingSubscriptions(db, r.merges)
-    await moveEventSummaries(db, r.merges)
     this.tombstones.push(...(await deleteProfiles(db, r.removed)))
     await saveProfiles(db, [], [...r.changed.values()].filter((p) => this.byId.has(p.id)))
     const carried = [...r.addressCarried].flatMap((id) => this.byId.get(id) ?? [])

@@ -1,5 +1,7 @@
 import type pg from 'pg'
+import { lastOccurrences } from '../../shared/clickhouse/event-repository.js'
 import { recordErasures } from '../../shared/db/repositories/override-repository.js'
+import type { LastOccurrences } from '../../shared/domain/prioritization.js'
 import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
 import { exactlyOnce, type Committed } from '../exactly-once.js'
@@ -11,8 +13,8 @@ import { waitForEarlierTrackWork } from './barrier.js'
 export const IDENTITY_BATCH_MAX_OPERATIONS = 500
 
 /** A batch's new jobs applied inside the exactly-once transaction, with what ClickHouse is then owed. */
-export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedIdentityJob[]): Promise<Committed<undefined>> {
-  const applied = await applyIdentityJobs(db, fresh, new Date().toISOString())
+export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedIdentityJob[], recency: LastOccurrences): Promise<Committed<undefined>> {
+  const applied = await applyIdentityJobs(db, fresh, new Date().toISOString(), recency)
   await recordErasures(db, applied.erased)
   return {
     outbox: { owners: {}, profiles: applied.changed, deleted: applied.deleted, overrides: applied.overrides },
@@ -28,13 +30,14 @@ export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedId
  * are non-fatal errors on the request; the job itself succeeds.
  */
 export function createIdentityProcessor(deps: WorkerDeps): BatchProcessor<'applyIdentityChange'> {
+  const recency = (ws: string, ids: number[]) => lastOccurrences(deps.clickhouse, ws, ids)
   const processor = exactlyOnce<'applyIdentityChange', undefined>(deps.pg, {
     ledgerName: 'identity',
     maxWeight: IDENTITY_BATCH_MAX_OPERATIONS,
     weight: (job) => job.operations.length,
     joins: () => true,
     objects: (job) => job.operations.length,
-    commit: (db, fresh) => applyIdentityTransaction(db, fresh.map((f) => ({ key: f.key, job: f.entry.data }))),
+    commit: (db, fresh) => applyIdentityTransaction(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), recency),
     deliver: (_owed, outboxes) => deliverToClickHouse(deps, outboxes, []),
   }, deps.readsFirst)
   return {

@@ -1,6 +1,5 @@
 import type pg from 'pg'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
-import { addEventSummaries, lastOccurrences } from '../../shared/db/repositories/event-summary-repository.js'
 import {
   allocateProfileIds,
   deleteProfiles,
@@ -22,7 +21,7 @@ import { emptyAnonymousProfiles, findPushTokens, upsertPushTokens } from '../../
 import { findSubscriptionGroups } from '../../shared/db/repositories/subscription-group-repository.js'
 import { loadRecordParts } from '../../shared/db/repositories/user-record-repository.js'
 import { identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
-import { sharingAnAddress, withLastOccurrences } from '../../shared/domain/prioritization.js'
+import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
 import type { TrackJob } from '../../shared/queue/track-jobs.js'
 import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, type TrackApplyError, type TrackBatch } from './apply-objects.js'
 import { ProfileIndex, profilesToRead } from './profile-index.js'
@@ -104,7 +103,7 @@ export interface AppliedTrackJobs {
  * (apply-objects.ts); each table's rows are written once; then the statements of the rules that
  * read other profiles' rows (shared emails, address states), which only a non-plain job needs.
  */
-export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], now: string): Promise<AppliedTrackJobs> {
+export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], now: string, lastOccurrences: LastOccurrences): Promise<AppliedTrackJobs> {
   const out: AppliedTrackJobs = { owners: new Map(), errors: new Map(), snapshots: [], reread: [], deleted: [] }
   const byWorkspace = new Map<string, KeyedTrackJob[]>()
   for (const j of jobs) {
@@ -115,7 +114,7 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
   for (const [ws, wsJobs] of byWorkspace) {
     const all = wsJobs.map((j) => j.job)
     const plain = all.every(isPlainTrackJob)
-    const batch = await loadTrackBatch(db, ws, all, now, plain)
+    const batch = await loadTrackBatch(db, ws, all, now, plain, lastOccurrences)
     const { owners, errors } = applyJobs(batch, wsJobs)
     for (const [key, o] of owners) out.owners.set(key, o)
     for (const [key, e] of errors) out.errors.set(key, e)
@@ -129,16 +128,17 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
 /**
  * The batch's read: every profile it names key-share locked, with its keys; those an attributes
  * object names (all of them for a job that runs alone) locked against other writers, with their
- * fields and record parts; push tokens, subscription groups; ids for profiles it may create.
+ * fields and record parts; push tokens, subscription groups; ids for profiles it may create; for
+ * profiles sharing an email or phone, their last occurrence (read from the event history).
  */
-async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean): Promise<TrackBatch> {
+async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean, lastOccurrences: LastOccurrences): Promise<TrackBatch> {
   const idPool: number[] = []
   const ids = identifiersOf(jobs)
   const named = await lockProfileKeys(db, ws, lookupOf(ids))
   const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
   const changing = await lockProfilesToChange(db, toChange)
   const keys = withCurrentKeys(named.keys, changing)
-  withLastOccurrences(keys, await lastOccurrences(db, sharingAnAddress(keys)))
+  withLastOccurrences(keys, await lastOccurrences(ws, sharingAnAddress(keys)))
   const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
@@ -163,7 +163,6 @@ async function writeTrackBatch(db: pg.PoolClient, ws: string, batch: TrackBatch)
   for (const { columns, rows } of changed) await updateProfiles(db, rows, columns)
   await insertAliases(db, ws, batch.profiles.newAliases)
   await upsertPushTokens(db, ws, [...batch.tokenWrites.values()])
-  await addEventSummaries(db, [...batch.summaries.values()])
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { EventSummaryDelta } from '../../shared/db/repositories/event-summary-repository.js'
 import type { ProfileKeys, ProfileRow, UpdatedColumn } from '../../shared/db/repositories/profile-repository.js'
 import { FollowersOf } from '../../shared/domain/profile-fields.js'
 import type { ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
@@ -6,7 +5,7 @@ import type { PushTokenRow } from '../../shared/db/repositories/push-token-repos
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
 import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
 import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
-import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../shared/queue/track-jobs.js'
+import { isStoredTime, type AttributeOp, type EventOp, type PurchaseOp, type TrackJob } from '../../shared/queue/track-jobs.js'
 import type { ProfileIndex } from './profile-index.js'
 
 /** A track object the worker could not apply; the rest of its request is applied. */
@@ -43,7 +42,6 @@ export interface TrackBatch {
   subscriptions: ProfileSubscription[]
   sharedEmailChanges: SharedEmailChange[]
   explicitEmailSubscribe: Map<number, string>
-  summaries: Map<string, EventSummaryDelta>
 }
 
 export function newTrackBatch(profiles: ProfileIndex, tokenOwners: PushTokenRow[], groups: Iterable<string>, now: string): TrackBatch {
@@ -57,7 +55,6 @@ export function newTrackBatch(profiles: ProfileIndex, tokenOwners: PushTokenRow[
     subscriptions: [],
     sharedEmailChanges: [],
     explicitEmailSubscribe: new Map(),
-    summaries: new Map(),
   }
 }
 
@@ -131,17 +128,15 @@ export function importPushTokens(batch: TrackBatch, op: AttributeOp, errors: Tra
   }
 }
 
-/** One event or purchase added to its profile's summary of that name (counts summed, earliest first, latest last). */
-export function recordOccurrence(batch: TrackBatch, profile: ProfileKeys, kind: 'event' | 'purchase', name: string, time: string): void {
-  const key = `${profile.id}\u0000${kind}\u0000${name}`
-  const s = batch.summaries.get(key)
-  if (!s) batch.summaries.set(key, { profile_id: profile.id, kind, name, first_at: time, last_at: time, count: 1 })
-  else {
-    s.count += 1
-    if (time < s.first_at) s.first_at = time
-    if (time > s.last_at) s.last_at = time
+/**
+ * Refuses a job whose occurrence time is not one the API writes, before anything of it applies:
+ * ClickHouse would refuse its rows only after the commit. Thrown, it fails the batch, whose jobs
+ * are then applied one at a time, so it fails alone.
+ */
+function checkOccurrenceTimes(key: string, job: TrackJob): void {
+  for (const [list, ops] of [['events', job.events], ['purchases', job.purchases]] as const) {
+    for (const op of ops) if (!isStoredTime(op.time)) throw new Error(`job ${key}: ${list}[${op.index}].time ${JSON.stringify(op.time)} is not a time the API writes`)
   }
-  batch.profiles.addOccurrence(profile)
 }
 
 /**
@@ -153,6 +148,7 @@ export function applyJobs(batch: TrackBatch, jobs: KeyedTrackJob[]): { owners: M
   const owners = new Map<string, (number | null)[]>()
   const errorsOf = new Map<string, TrackApplyError[]>()
   for (const { key, job } of jobs) {
+    checkOccurrenceTimes(key, job)
     const errors: TrackApplyError[] = []
     for (const op of job.attributes) {
       if (op.pushTokenImport) {
@@ -163,13 +159,14 @@ export function applyJobs(batch: TrackBatch, jobs: KeyedTrackJob[]): { owners: M
       if (profile) applyAttributes(batch, batch.profiles.fieldsOf(profile), op, errors)
     }
     const jobOwners: (number | null)[] = []
-    const applyOccurrence = (op: EventOp | PurchaseOp, kind: 'event' | 'purchase', name: string) => {
-      const profile = resolveProfile(batch, op.identifier, undefined, { input_array: kind === 'event' ? 'events' : 'purchases', index: op.index }, errors)
+    // An occurrence changes no row: its owner goes to ClickHouse with it, and its profile becomes the most recent.
+    const applyOccurrence = (op: EventOp | PurchaseOp, input_array: 'events' | 'purchases') => {
+      const profile = resolveProfile(batch, op.identifier, undefined, { input_array, index: op.index }, errors)
       jobOwners.push(profile?.id ?? null)
-      if (profile) recordOccurrence(batch, profile, kind, name, op.time)
+      if (profile) batch.profiles.addOccurrence(profile)
     }
-    for (const e of job.events) applyOccurrence(e, 'event', e.name)
-    for (const p of job.purchases) applyOccurrence(p, 'purchase', p.product_id)
+    for (const e of job.events) applyOccurrence(e, 'events')
+    for (const p of job.purchases) applyOccurrence(p, 'purchases')
     owners.set(key, jobOwners)
     errorsOf.set(key, errors)
   }

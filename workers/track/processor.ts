@@ -1,4 +1,4 @@
-import type { EventRow } from '../../shared/clickhouse/event-repository.js'
+import { lastOccurrences, type EventRow } from '../../shared/clickhouse/event-repository.js'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
 import { recordErasures } from '../../shared/db/repositories/override-repository.js'
 import { deliverToClickHouse } from '../clickhouse-delivery.js'
@@ -58,6 +58,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
  * a job with push tokens or subscription states runs alone (see isPlainTrackJob).
  */
 export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTrackBatch'> {
+  const recency = (ws: string, ids: number[]) => lastOccurrences(deps.clickhouse, ws, ids)
   return exactlyOnce<'applyTrackBatch', Snapshot[]>(deps.pg, {
     ledgerName: 'track',
     maxWeight: deps.config.TRACK_BATCH_MAX_OBJECTS,
@@ -65,7 +66,7 @@ export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTra
     joins: isPlainTrackJob,
     objects: objectsOf,
     async commit(db, fresh) {
-      const applied = await applyTrackJobs(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), new Date().toISOString())
+      const applied = await applyTrackJobs(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), new Date().toISOString(), recency)
       const deleted = applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) }))
       // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
       await recordErasures(db, deleted)

@@ -189,7 +189,7 @@ export class ProfileIndex {
 
   /**
    * Marks a profile as having an event or purchase: the most recently updated now. Its row is
-   * not written: the occurrence's summary row carries the time (`withLastOccurrences`).
+   * not written: the occurrence in ClickHouse carries the time (`withLastOccurrences`).
    */
   addOccurrence(p: ProfileKeys): void {
     this.recency.set(p.id, ++this.clock)

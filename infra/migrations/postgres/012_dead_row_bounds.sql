@@ -10,7 +10,8 @@
 -- Applies to pages written from now on; a VACUUM FULL or pg_repack rewrites the old ones.
 ALTER TABLE profiles SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.02,
   autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02);
-ALTER TABLE profile_event_summaries SET (fillfactor = 60, autovacuum_vacuum_scale_factor = 0.02,
+-- IF EXISTS: migration 014 drops the summaries, and this file must still run again on a migrated database.
+ALTER TABLE IF EXISTS profile_event_summaries SET (fillfactor = 60, autovacuum_vacuum_scale_factor = 0.02,
   autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02);
 ALTER TABLE profile_aliases SET (autovacuum_vacuum_scale_factor = 0.02,
   autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02);

@@ -1,10 +1,10 @@
 import { z } from 'zod'
 import { findProfilesForRead } from '../../../shared/db/repositories/profile-lookup-repository.js'
-import { loadUserRecords } from '../../../shared/db/repositories/user-record-repository.js'
+import { loadStoredRecords } from '../../../shared/db/repositories/user-record-repository.js'
 import { aliasKey } from '../../../shared/db/repositories/profile-repository.js'
 import { normalizeEmail } from '../../../shared/domain/email.js'
 import { toE164 } from '../../../shared/domain/phone.js'
-import { ExportableFields, projectRecord } from '../../../shared/domain/user-record.js'
+import { ExportableFields, needsSummaries, projectRecord, withSummaries } from '../../../shared/domain/user-record.js'
 import { badRequest } from '../../../shared/errors.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
@@ -23,15 +23,19 @@ export const ExportIdsBody = z
   })
   .strict()
 
-/** POST /users/export/ids (operator.md section 4): profiles read back in the exported record format. */
-const exportIds: ApiRoute<Pick<ApiDeps, 'pg'>> = {
+/**
+ * POST /users/export/ids (operator.md section 4): profiles read back in the exported user record
+ * format: the stored record from Postgres, the event and purchase summaries from the event history
+ * as exports read them (asked of ClickHouse only when the fields shown include them).
+ */
+const exportIds: ApiRoute<Pick<ApiDeps, 'pg' | 'clickhouseReads'>> = {
   method: 'post',
   path: '/users/export/ids',
   summary: 'Read profiles back by identifier, in the exported user record format',
   auth: 'api_key',
   permission: 'users.export.ids',
   body: ExportIdsBody,
-  responses: { 201: '`{message: "success", users, invalid_user_ids?}`' },
+  responses: { 201: '`{message: "success", users, invalid_user_ids?}`', 503: 'summaries asked while ClickHouse is unavailable' },
   handle: async (req, res, deps) => {
     const body = parseOr400(ExportIdsBody, req.body ?? {})
     const external = [...new Set(body.external_ids ?? [])]
@@ -59,14 +63,16 @@ const exportIds: ApiRoute<Pick<ApiDeps, 'pg'>> = {
       ...(phone && !found.has(`phone:${phone}`) ? [body.phone!] : []),
     ]
     const ids = [...new Set(matches.map((m) => m.profile_id))]
-    const records = await loadUserRecords(deps.pg, ids)
+    const stored = await loadStoredRecords(deps.pg, ids)
+    const summaries = needsSummaries({ fields: body.fields_to_export }) && stored.length ? await deps.clickhouseReads.eventSummaries(workspaceId, ids) : new Map()
+    const records = new Map(stored.map((s) => [s.profile.id, withSummaries(s.record, summaries.get(s.profile.id) ?? [])]))
     const now = new Date()
     const users = ids.flatMap((id) => {
-      const rec = records.get(id)
-      return rec ? [projectRecord(rec.record, { fields: body.fields_to_export, now })] : []
+      const record = records.get(id)
+      return record ? [projectRecord(record, { fields: body.fields_to_export, now })] : []
     })
     res.status(201).json({ message: 'success', users, ...(invalid.length && { invalid_user_ids: invalid }) })
   },
 }
 
-export const usersExportIdsRoutes: RouteFamily<Pick<ApiDeps, 'pg'>> = { routes: [exportIds] }
+export const usersExportIdsRoutes: RouteFamily<Pick<ApiDeps, 'pg' | 'clickhouseReads'>> = { routes: [exportIds] }

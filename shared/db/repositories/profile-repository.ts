@@ -270,17 +270,13 @@ export async function profilesWithEmails(db: Queryable, workspaceId: string, ema
   return r.rows
 }
 
-/**
- * Deletes profiles with their summaries (aliases, tokens and states go by cascade); returns the
- * version each tombstone must carry.
- */
+/** Deletes profiles (aliases, tokens and states go by cascade); returns the version each tombstone must carry. */
 export async function deleteProfiles(db: Queryable, ids: number[]): Promise<{ id: number; version: number }[]> {
   if (ids.length === 0) return []
   const r = await query<{ id: number; version: number }>(
     db,
     'deleteProfiles',
-    `WITH summaries AS (DELETE FROM profile_event_summaries WHERE profile_id = ANY($1::bigint[]))
-     DELETE FROM profiles WHERE id = ANY($1::bigint[]) RETURNING id, version + 1 AS version`,
+    'DELETE FROM profiles WHERE id = ANY($1::bigint[]) RETURNING id, version + 1 AS version',
     [ids],
   )
   return r.rows

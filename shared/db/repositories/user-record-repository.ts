@@ -1,8 +1,8 @@
-import { storedRecordOf, userRecordOf, type ProfileParts, type RecordParts, type StoredRecord, type UserRecord } from '../../domain/user-record.js'
-import { isoText, query, type Queryable } from '../pool.js'
+import { storedRecordOf, type ProfileParts, type StoredRecord } from '../../domain/user-record.js'
+import { query, type Queryable } from '../pool.js'
 import { SELECT_PROFILE, profileOfRow, type ProfileRow } from './profile-repository.js'
 
-type RecordRow = ProfileRow & { [K in keyof RecordParts]?: RecordParts[K] | null }
+type RecordRow = ProfileRow & { [K in keyof ProfileParts]?: ProfileParts[K] | null }
 
 /**
  * `from` (profiles, or only their ids, as `p`) joined to the parts of each profile's stored
@@ -23,46 +23,26 @@ const withParts = (from: string, ids: string) => `${from}
                FROM profile_subscriptions g WHERE g.profile_id ${ids} GROUP BY g.profile_id) sg ON sg.profile_id = p.id`
 const PART_COLUMNS = 'al.aliases, tk.tokens, sg.subscriptions'
 
-/** The summaries of profile `p`'s full record, as one more select-list item. */
-const SUMMARIES = `
-  (SELECT json_agg(json_build_object('kind', s.kind, 'name', s.name, 'count', s.count,
-            'first', ${isoText('s.first_at')}, 'last', ${isoText('s.last_at')})
-            ORDER BY s.name COLLATE "C")
-     FROM profile_event_summaries s WHERE s.profile_id = p.id) AS summaries`
-
 /** A row's record parts (a part the profile has none of reads back as null). */
-const partsOfRow = (row: Partial<Pick<RecordRow, keyof RecordParts>>): RecordParts => ({
+const partsOfRow = (row: Partial<Pick<RecordRow, keyof ProfileParts>>): ProfileParts => ({
   aliases: row.aliases ?? [],
   tokens: row.tokens ?? [],
-  summaries: row.summaries ?? [],
   subscriptions: row.subscriptions ?? [],
 })
 
-function split(row: RecordRow): { profile: ProfileRow; parts: RecordParts } {
+function split(row: RecordRow): { profile: ProfileRow; parts: ProfileParts } {
   return { profile: profileOfRow(row), parts: partsOfRow(row) }
 }
 
 /** The profiles whose ids are $1. */
 const BY_IDS = '= ANY($1::bigint[])'
 
-/** Profiles by id with their record parts (and `more` select-list items), in id order. */
-function recordRows(db: Queryable, name: string, profileIds: number[], more = '') {
-  return query<RecordRow>(db, name, `${SELECT_PROFILE}, ${PART_COLUMNS}${more} FROM ${withParts('profiles p', BY_IDS)} WHERE p.id ${BY_IDS} ORDER BY p.id`, [profileIds])
+/** Profiles by id with their record parts, in id order. */
+function recordRows(db: Queryable, name: string, profileIds: number[]) {
+  return query<RecordRow>(db, name, `${SELECT_PROFILE}, ${PART_COLUMNS} FROM ${withParts('profiles p', BY_IDS)} WHERE p.id ${BY_IDS} ORDER BY p.id`, [profileIds])
 }
 
-/** The user record of each profile (all-time summaries) as `/users/export/ids` answers it, keyed by profile id. */
-export async function loadUserRecords(db: Queryable, profileIds: number[]): Promise<Map<number, { record: UserRecord; profile: ProfileRow }>> {
-  const out = new Map<number, { record: UserRecord; profile: ProfileRow }>()
-  if (profileIds.length === 0) return out
-  const r = await recordRows(db, 'loadUserRecords', profileIds, `, ${SUMMARIES}`)
-  for (const row of r.rows) {
-    const { profile, parts } = split(row)
-    out.set(row.id, { record: userRecordOf(profile, parts), profile })
-  }
-  return out
-}
-
-/** The stored record (no summaries) of each profile, for its snapshot. */
+/** The stored record of each profile (its summaries are the event history's), for its snapshot and /users/export/ids. */
 export async function loadStoredRecords(db: Queryable, profileIds: number[]): Promise<{ record: StoredRecord; profile: ProfileRow }[]> {
   if (profileIds.length === 0) return []
   const r = await recordRows(db, 'loadStoredRecords', profileIds)

@@ -1,7 +1,7 @@
 import { query, type Queryable } from '../pool.js'
 
 /** Tables every track batch rewrites rows of: the ones whose dead rows slow ingestion down first. */
-export const HotTables = ['profiles', 'profile_aliases', 'profile_event_summaries', 'applied_jobs'] as const
+export const HotTables = ['profiles', 'profile_aliases', 'applied_jobs'] as const
 
 /** Whether the server's autovacuum daemon runs (`autovacuum` and the statistics it needs, `track_counts`). */
 export async function autovacuumEnabled(db: Queryable): Promise<boolean> {

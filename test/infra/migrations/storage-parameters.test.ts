@@ -20,7 +20,6 @@ const bounds = {
 }
 const expected: Record<string, Record<string, string>> = {
   profiles: { fillfactor: '70', ...bounds },
-  profile_event_summaries: { fillfactor: '60', ...bounds },
   profile_aliases: bounds,
   applied_jobs: {
     autovacuum_vacuum_scale_factor: '0.01',

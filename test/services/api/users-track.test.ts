@@ -90,7 +90,7 @@ describe('POST /users/track', () => {
     const ids = await env.ctx.pg.query('SELECT id FROM profiles WHERE external_id = $1', ['u3'])
     const counts = await countEvents(env.clickhouse, ws.id, [ids.rows[0].id])
     expect(counts).toEqual([{ kind: 'event', n: 3 }, { kind: 'purchase', n: 1 }])
-    // Exports read the summaries from the history, the same as export/ids answers; the snapshot holds none.
+    // Exports read the summaries from the history, as export/ids does; the snapshot holds none.
     const fromHistory = await readEventSummaries(env.clickhouse, ws.id, [Number(ids.rows[0].id)])
     expect(withSummaries({ created_at: u.created_at, service_id: u.service_id, random_bucket: u.random_bucket }, fromHistory.get(Number(ids.rows[0].id))!)).toMatchObject({
       custom_events: u.custom_events,

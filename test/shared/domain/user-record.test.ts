@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { byteOrder, userRecordOf } from '../../../shared/domain/user-record.js'
+import { byteOrder, storedRecordOf, withSummaries } from '../../../shared/domain/user-record.js'
 import { storedProfile } from '../../helpers/stored-profile.js'
 
 const stored = storedProfile(9, {
@@ -17,15 +17,11 @@ const stored = storedProfile(9, {
 
 describe('the user record of a stored profile', () => {
   it('leaves empty fields out, splits summaries into events and purchases, and marks tokens by the push state', () => {
-    const record = userRecordOf(stored, {
-      aliases: [{ alias_name: 'a-1', alias_label: 'crm' }],
-      tokens: [{ app_id: 'app', token: 't', device_id: null }],
-      summaries: [
-        { kind: 'event', name: 'login', first: '2026-01-02T00:00:00.000Z', last: '2026-01-03T00:00:00.000Z', count: '2' as unknown as number },
-        { kind: 'purchase', name: 'sku', first: '2026-01-04T00:00:00.000Z', last: '2026-01-04T00:00:00.000Z', count: 1 },
-      ],
-      subscriptions: [],
-    })
+    const parts = { aliases: [{ alias_name: 'a-1', alias_label: 'crm' }], tokens: [{ app_id: 'app', token: 't', device_id: null }], subscriptions: [] }
+    const record = withSummaries(storedRecordOf(stored, parts), [
+      { kind: 'event', name: 'login', first: '2026-01-02T00:00:00.000Z', last: '2026-01-03T00:00:00.000Z', count: '2' as unknown as number },
+      { kind: 'purchase', name: 'sku', first: '2026-01-04T00:00:00.000Z', last: '2026-01-04T00:00:00.000Z', count: 1 },
+    ])
     expect(record).toEqual({
       created_at: '2026-01-01T00:00:00.000Z',
       service_id: 'svc-9',

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { insertEvents, readEventSummaries } from '../../../shared/clickhouse/event-repository.js'
 import { countSegmentMembers } from '../../../shared/clickhouse/segment-repository.js'
 import { writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
 import type { Filter } from '../../../shared/domain/segment-filter.js'
@@ -60,6 +61,22 @@ describe('ClickHouse reads served from a thread of the engine holder', () => {
     await writeSnapshots(env.clickhouse, [snapshot(4, 'FR')])
     expect(await remote.segmentSize(ws, filter)).toBe(3)
     expect(await remote.check()).toMatch(/^ok \(embedded engine held by worker process \d+/)
+  })
+
+  it('answers event summaries as the engine holder reads them, keyed by profile id', async () => {
+    const at = '2026-03-01T10:00:00.000Z'
+    const row = (id: number, eventId: string, kind: 'event' | 'purchase', name: string) => ({
+      workspace_id: ws, profile_id: id, event_id: eventId, kind, name, app_id: '', time: at, properties: '{}', currency: '', price: 0, quantity: 0,
+    })
+    await insertEvents(env.clickhouse, [row(1, 'e-1', 'event', 'open'), row(1, 'e-2', 'event', 'open'), row(3, 'p-1', 'purchase', 'sku')])
+    const summaries = await remote.eventSummaries(ws, [1, 2, 3])
+    expect(summaries).toEqual(await readEventSummaries(env.clickhouse, ws, [1, 2, 3]))
+    expect(summaries).toEqual(
+      new Map([
+        [1, [{ kind: 'event', name: 'open', first: at, last: at, count: 2 }]],
+        [3, [{ kind: 'purchase', name: 'sku', first: at, last: at, count: 1 }]],
+      ]),
+    )
   })
 
   it('tells the main thread when each read begins and ends, so batches hold back meanwhile', async () => {

@@ -7,7 +7,6 @@ import {
   applyJobs,
   importPushTokens,
   newTrackBatch,
-  recordOccurrence,
   resolveProfile,
   type TrackApplyError,
   type TrackBatch,
@@ -162,21 +161,35 @@ describe('applying an attributes object in memory', () => {
 })
 
 describe('recording events and purchases', () => {
-  it('sums a profile’s occurrences of one name into one summary row, keeping the earliest and latest times', () => {
-    const { batch, ann } = batchOf()
-    recordOccurrence(batch, ann, 'event', 'login', '2026-04-02T00:00:00.000Z')
-    recordOccurrence(batch, ann, 'event', 'login', '2026-04-01T00:00:00.000Z')
-    recordOccurrence(batch, ann, 'purchase', 'login', '2026-04-03T00:00:00.000Z')
-    expect([...batch.summaries.values()]).toEqual([
-      { profile_id: 1, kind: 'event', name: 'login', first_at: '2026-04-01T00:00:00.000Z', last_at: '2026-04-02T00:00:00.000Z', count: 2 },
-      { profile_id: 1, kind: 'purchase', name: 'login', first_at: '2026-04-03T00:00:00.000Z', last_at: '2026-04-03T00:00:00.000Z', count: 1 },
+  it('writes no row for an occurrence, yet makes its profile the most recently updated of those sharing its email', () => {
+    const older = profile(3, { external_id: 'cy', email: 'shared@example.com', updated_at: '2026-01-01T00:00:00.000Z' })
+    const newer = profile(4, { external_id: 'di', email: 'shared@example.com', updated_at: '2026-02-01T00:00:00.000Z' })
+    const parts = () => ({ aliases: [], tokens: [], subscriptions: [] })
+    const index = new ProfileIndex({ keys: [older, newer], aliasOwner: new Map(), records: [{ profile: older, parts: parts() }, { profile: newer, parts: parts() }] }, WS, [], NOW)
+    const batch = newTrackBatch(index, [], [], NOW)
+    const byEmail = { kind: 'email', value: 'shared@example.com' } as const
+    expect(batch.profiles.find(byEmail)?.id).toBe(4)
+
+    const { owners } = applyJobs(batch, [
+      { key: 'j1', job: trackJob({ events: [event(0, { kind: 'external_id', value: 'cy' }, 'open', NOW)] }) },
+      { key: 'j2', job: trackJob({ attributes: [attributes({ identifier: byEmail, fields: { first_name: 'Cy' } })] }) },
     ])
-    // The profile's row is not written: the summary rows carry when it was last updated.
-    expect(batch.profiles.rowsToSave()).toEqual({ created: [], changed: [] })
+    expect(owners.get('j1')).toEqual([3])
+    // The event's profile is the one the email names next; only the attributes object wrote a row.
+    expect(batch.profiles.get(3)).toMatchObject({ first_name: 'Cy' })
+    expect(batch.profiles.get(4)).toMatchObject({ first_name: null })
+    expect(batch.profiles.rowsToSave().changed.flatMap((g) => g.rows.map((r) => r.id))).toEqual([3])
   })
 })
 
 describe('applying jobs in order', () => {
+  it('refuses a job with an occurrence time the API does not write, before applying any of it', () => {
+    const { batch } = batchOf()
+    const job = trackJob({ attributes: [attributes({ identifier: { kind: 'external_id', value: 'bob' }, fields: { first_name: 'Bo' } })], events: [event(0, { kind: 'external_id', value: 'bob' }, 'open', 'not a time')] })
+    expect(() => applyJobs(batch, [{ key: 'j1', job }])).toThrow(/events\[0\]\.time "not a time"/)
+    expect(batch.profiles.rowsToSave()).toEqual({ created: [], changed: [] })
+  })
+
   it('applies each job’s attributes before its events, lets a later job see an earlier one’s profile, and names each occurrence’s owner', () => {
     const { batch } = batchOf()
     const alias = { kind: 'user_alias', alias_label: 'crm', alias_name: 'c-1' } as const
@@ -200,7 +213,6 @@ describe('applying jobs in order', () => {
     expect(errors.get('j1')!.map((e) => [e.type, e.input_array, e.index])).toEqual([['user_not_found', 'events', 1]])
     expect(errors.get('j2')).toEqual([])
     expect(batch.profiles.get(100)).toMatchObject({ first_name: 'Cy' })
-    expect(batch.summaries.get('100\u0000event\u0000open')).toMatchObject({ count: 2, first_at: '2026-04-01T00:00:00.000Z', last_at: '2026-04-02T00:00:00.000Z' })
     expect(batch.profiles.newAliases).toEqual([{ alias_label: 'crm', alias_name: 'c-1', profile_id: 100 }])
   })
 })
