@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import type { Erasures, Override } from '../../shared/db/repositories/override-repository.js'
-import { lockProfiles } from '../../shared/db/repositories/profile-repository.js'
+import { lockProfiles, lockWorkspaceIdentities } from '../../shared/db/repositories/profile-repository.js'
 import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
 import { applyDelete } from './delete.js'
 import { applyIdentify } from './identify.js'
@@ -44,6 +44,8 @@ export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJo
   const out: AppliedIdentityJobs = { errors: new Map(), changed: [], deleted: [], overrides: [], erased: [] }
   const byWorkspace = new Map<string, KeyedIdentityJob[]>()
   for (const j of jobs) byWorkspace.set(j.job.workspaceId, [...(byWorkspace.get(j.job.workspaceId) ?? []), j])
+  // Track batches running now finish first, and new ones wait until this commits.
+  await lockWorkspaceIdentities(db, [...byWorkspace.keys()], 'exclusive')
   for (const [workspaceId, wsJobs] of byWorkspace) {
     const ops = wsJobs.flatMap((j) => j.job.operations)
     const targets = ops.flatMap((op) => (op.type === 'merge' ? [op.toMerge, op.toKeep] : [op.user]))

@@ -6,9 +6,10 @@ import {
   insertAliases,
   insertProfiles,
   keysOfRow,
-  lockProfileKeys,
   lockProfilesToChange,
+  lockWorkspaceIdentities,
   profilesWithEmails,
+  readProfileKeys,
   setEmailSubscribe,
   touchProfiles,
   updateProfiles,
@@ -85,6 +86,11 @@ export function isPlainTrackJob(job: TrackJob): boolean {
   )
 }
 
+/** Whether a job sets push tokens, which can leave a push-import profile without any, to be deleted. */
+function movesPushTokens(job: TrackJob): boolean {
+  return job.attributes.some((a) => a.pushTokenImport || a.pushTokens.length > 0)
+}
+
 /** What a batch's commit leaves for ClickHouse and for the requests' progress. */
 export interface AppliedTrackJobs {
   /** Owner profile of each event and purchase occurrence, per job, in job order (null: not applied). */
@@ -111,6 +117,8 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
     list.push(j)
     byWorkspace.set(j.job.workspaceId, list)
   }
+  // A job moving push tokens may delete a push-import profile another partition's batch names.
+  await lockWorkspaceIdentities(db, [...byWorkspace.keys()], jobs.some((j) => movesPushTokens(j.job)) ? 'exclusive' : 'shared')
   for (const [ws, wsJobs] of byWorkspace) {
     const all = wsJobs.map((j) => j.job)
     const plain = all.every(isPlainTrackJob)
@@ -126,15 +134,15 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
 }
 
 /**
- * The batch's read: every profile it names key-share locked, with its keys; those an attributes
- * object names (all of them for a job that runs alone) locked against other writers, with their
+ * The batch's read: the keys of every profile it names; those an attributes object names (all of
+ * them for a job that runs alone) locked against other writers, with their
  * fields and record parts; push tokens, subscription groups; ids for profiles it may create; for
  * profiles sharing an email or phone, their last occurrence (read from the event history).
  */
 async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean, lastOccurrences: LastOccurrences): Promise<TrackBatch> {
   const idPool: number[] = []
   const ids = identifiersOf(jobs)
-  const named = await lockProfileKeys(db, ws, lookupOf(ids))
+  const named = await readProfileKeys(db, ws, lookupOf(ids))
   const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
   const changing = await lockProfilesToChange(db, toChange)
   const keys = withCurrentKeys(named.keys, changing)
@@ -147,7 +155,7 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
   return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
 }
 
-/** Keys as the lock against writers found the rows: another batch may have set an email or phone since the key-share lock read them. */
+/** Keys as the lock against writers found the rows: another batch may have set an email or phone since they were read. */
 function withCurrentKeys(keys: ProfileKeys[], current: ProfileRow[]): ProfileKeys[] {
   const byId = new Map(current.map((p) => [p.id, p]))
   return keys.map((k) => {

@@ -158,34 +158,51 @@ const KEY_FIELDS: readonly Column[] = [
 /** A profile's keys, copied out of its row (a new object: callers stamp recency on keys, never on rows). */
 export const keysOfRow = new Function('row', `return { ${KEY_FIELDS.map(([name]) => `${name}: row.${name}`).join(', ')} }`) as (row: ProfileRow) => ProfileKeys
 
+/** The advisory lock class of workspaces' user identities (the two-key form: apart from the sweep's one-key lock). */
+const IDENTITIES_LOCK = 22
+
 /**
- * Key-share locks (in id order) every profile the identifiers name and answers only their keys,
- * plus the owner of each alias: a batch reads the fields of the few it will change afterwards
- * (`lockProfilesToChange`, `loadRecordParts`); most of a mixed load's profiles only get events,
- * whose rows the batch never reads or writes. A key-share lock holds off what would change who a
- * profile is (a delete, a merge, an identify: they lock FOR UPDATE) and nothing else, so another
- * partition's batch that changes the same user's fields (a user named by email in one request and
- * by phone in the next) does not wait for this one, nor this one for it. The alias owners are
- * read after the locks are held, so none of them can move meanwhile (merges and deletes wait for
- * the locks); an alias another batch is adding shows once it commits (a batch creating it again
- * meets its unique index and retries), and `loadRecordParts` reads it with the profile's parts.
+ * Holds who the users of some workspaces are still until the transaction ends. A track batch
+ * holds it `shared` (batches of every partition side by side) from its first statement, so
+ * identifiers it resolved keep naming the same profiles until it commits; what changes who a user
+ * is (a merge, an identify, a delete) holds it `exclusive`, so it waits for the batches running
+ * and holds new ones back until it commits. It replaces a key-share lock on every profile a batch
+ * names, which Postgres writes into the row (a WAL record, and a page dirtied, per profile: a
+ * third of Postgres' time under a mixed load). Workspaces are locked in key order, so two
+ * holders of several never deadlock; either kind of holder takes its row locks after it.
  */
-export async function lockProfileKeys(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ keys: ProfileKeys[]; aliasOwner: Map<string, number> }> {
-  const params = lookupParams(workspaceId, lookup)
-  const r = await query<ProfileKeys>(
+export async function lockWorkspaceIdentities(db: Queryable, workspaceIds: string[], mode: 'shared' | 'exclusive'): Promise<void> {
+  if (workspaceIds.length === 0) return
+  const lock = mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock'
+  await query(
     db,
-    'lockProfileKeys',
-    `SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE ${NAMED_PROFILES} ORDER BY p.id FOR KEY SHARE`,
-    params,
+    mode === 'shared' ? 'lockWorkspaceIdentitiesShared' : 'lockWorkspaceIdentities',
+    `SELECT count(${lock}(${IDENTITIES_LOCK}, k)) FROM (SELECT DISTINCT hashtext(w) AS k FROM unnest($1::text[]) AS w ORDER BY k) AS keys`,
+    [workspaceIds],
   )
+}
+
+/**
+ * The keys of every profile the identifiers name, plus the owner of each alias, read under the
+ * workspace's identities lock (`lockWorkspaceIdentities`): a batch reads the fields of the few it
+ * will change afterwards (`lockProfilesToChange`, `loadRecordParts`); most of a mixed load's
+ * profiles only get events, whose rows the batch never reads or writes, nor locks. Another
+ * partition's batch may change the same user's fields meanwhile (a user named by email in one
+ * request and by phone in the next); neither waits for the other. An alias another batch is
+ * adding shows once it commits (a batch creating it again meets its unique index and retries),
+ * and `loadRecordParts` reads it with the profile's parts.
+ */
+export async function readProfileKeys(db: Queryable, workspaceId: string, lookup: ProfileLookup): Promise<{ keys: ProfileKeys[]; aliasOwner: Map<string, number> }> {
+  const params = lookupParams(workspaceId, lookup)
+  const r = await query<ProfileKeys>(db, 'readProfileKeys', `SELECT ${KEY_FIELDS.map(selected).join(', ')} FROM profiles p WHERE ${NAMED_PROFILES}`, params)
   return { keys: r.rows, aliasOwner: await aliasOwners(db, params) }
 }
 
 /**
- * Locks (in id order) the profiles a batch will change, already key-share locked by
- * `lockProfileKeys`, against every other writer; answers their rows as the last writer left them.
- * Batches take it after their key-share locks and only upgrade their own, so two batches wait for
- * each other here in id order or not at all.
+ * Locks (in id order) the profiles a batch will change, named by `readProfileKeys`, against every
+ * other writer; answers their rows as the last writer left them (another partition's batch may
+ * have changed them since the keys were read). Two batches wait for each other here in id order
+ * or not at all.
  */
 export async function lockProfilesToChange(db: Queryable, ids: number[]): Promise<ProfileRow[]> {
   if (ids.length === 0) return []

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type pg from 'pg'
-import { lockProfileKeys, lockProfilesToChange, updateProfiles, type ProfileRow } from '../../../../shared/db/repositories/profile-repository.js'
+import { lockProfilesToChange, lockWorkspaceIdentities, readProfileKeys, updateProfiles, type ProfileRow } from '../../../../shared/db/repositories/profile-repository.js'
 import { startTestEnv, type TestEnv } from '../../../helpers/harness.js'
 
 let env: TestEnv
@@ -41,18 +41,20 @@ describe('the locks of a track batch', () => {
     const ws = randomUUID()
     const externalId = `u-${randomUUID()}`
     const id = await newProfile(ws, externalId)
-    // One partition's batch names the user for its events only (its key-share lock is held until it commits).
+    // One partition's batch names the user for its events only: it holds the workspace's identities, not the row.
     const events = await transaction()
-    expect((await lockProfileKeys(events, ws, { externalIds: [externalId] })).keys.map((k) => k.id)).toEqual([id])
+    await lockWorkspaceIdentities(events, [ws], 'shared')
+    expect((await readProfileKeys(events, ws, { externalIds: [externalId] })).keys.map((k) => k.id)).toEqual([id])
     // Another partition's batch changes the same user's fields meanwhile, without waiting.
     const attributes = await transaction()
-    const named = await lockProfileKeys(attributes, ws, { externalIds: [externalId] })
+    await lockWorkspaceIdentities(attributes, [ws], 'shared')
+    const named = await readProfileKeys(attributes, ws, { externalIds: [externalId] })
     const [keys] = await lockProfilesToChange(attributes, named.keys.map((k) => k.id))
     await updateProfiles(attributes, [{ id, first_name: 'Ada' } as ProfileRow], ['first_name'])
     await attributes.query('COMMIT')
     attributes.release()
-    // The events batch still holds its lock and sees the committed change on its next read.
-    const again = await lockProfileKeys(events, ws, { externalIds: [externalId] })
+    // The events batch sees the committed change on its next read.
+    const again = await readProfileKeys(events, ws, { externalIds: [externalId] })
     await rollback(events)
     expect(keys).toMatchObject({ id, version: 1 })
     expect(again.keys).toMatchObject([{ id, version: 2 }])
@@ -60,16 +62,22 @@ describe('the locks of a track batch', () => {
     expect(stored.rows).toEqual([{ first_name: 'Ada', version: 2 }])
   })
 
-  it('holds off a delete of a profile a batch records events for until the batch commits', async () => {
-    const ws = randomUUID()
-    const externalId = `u-${randomUUID()}`
-    const id = await newProfile(ws, externalId)
-    const events = await transaction()
-    await lockProfileKeys(events, ws, { externalIds: [externalId] })
-    const deleting = await transaction()
-    await expect(deleting.query('DELETE FROM profiles WHERE id = $1', [id])).rejects.toMatchObject({ code: '55P03' })
-    await rollback(events, deleting)
-    expect((await env.ctx.pg.query('SELECT id FROM profiles WHERE id = $1', [id])).rowCount).toBe(1)
+  it('holds a merge or delete off while a batch of its workspace runs, and a batch off while one runs', async () => {
+    const [ws, other] = [randomUUID(), randomUUID()]
+    const batch = await transaction()
+    await lockWorkspaceIdentities(batch, [ws], 'shared')
+    const identity = await transaction()
+    await expect(lockWorkspaceIdentities(identity, [ws], 'exclusive')).rejects.toMatchObject({ code: '55P03' })
+    await rollback(batch, identity)
+
+    const merging = await transaction()
+    await lockWorkspaceIdentities(merging, [ws], 'exclusive')
+    const later = await transaction()
+    await expect(lockWorkspaceIdentities(later, [ws], 'shared')).rejects.toMatchObject({ code: '55P03' })
+    // Another workspace's batches go on meanwhile.
+    const elsewhere = await transaction()
+    await lockWorkspaceIdentities(elsewhere, [other, other], 'shared')
+    await rollback(merging, later, elsewhere)
   })
 
   it('makes two batches changing one profile wait for each other', async () => {
@@ -77,9 +85,9 @@ describe('the locks of a track batch', () => {
     const externalId = `u-${randomUUID()}`
     const id = await newProfile(ws, externalId)
     const first = await transaction()
-    await lockProfilesToChange(first, (await lockProfileKeys(first, ws, { externalIds: [externalId] })).keys.map((k) => k.id))
+    await lockProfilesToChange(first, (await readProfileKeys(first, ws, { externalIds: [externalId] })).keys.map((k) => k.id))
     const second = await transaction()
-    await lockProfileKeys(second, ws, { externalIds: [externalId] })
+    await readProfileKeys(second, ws, { externalIds: [externalId] })
     await expect(lockProfilesToChange(second, [id])).rejects.toMatchObject({ code: '55P03' })
     await rollback(first, second)
   })

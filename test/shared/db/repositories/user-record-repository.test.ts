@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { withTransaction } from '../../../../shared/db/pool.js'
-import { lockProfileKeys, lockProfilesToChange } from '../../../../shared/db/repositories/profile-repository.js'
+import { readProfileKeys, lockProfilesToChange } from '../../../../shared/db/repositories/profile-repository.js'
 import { loadRecordParts } from '../../../../shared/db/repositories/user-record-repository.js'
 import { startTestEnv, type TestEnv } from '../../../helpers/harness.js'
 
@@ -40,7 +40,7 @@ describe('the locking read of a track batch', () => {
     await holder.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'a-1', $2)`, [ws, id])
     await holder.query('UPDATE profiles SET version = version + 1 WHERE id = $1', [id])
     const locking = withTransaction(env.ctx.pg, async (db) => {
-      const named = await lockProfileKeys(db, ws, { externalIds: [externalId], aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] })
+      const named = await readProfileKeys(db, ws, { externalIds: [externalId], aliases: [{ alias_label: 'crm', alias_name: 'a-1' }] })
       const rows = await lockProfilesToChange(db, named.keys.map((k) => k.id))
       return { keys: rows, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, rows) }
     })
