@@ -3,6 +3,9 @@
 // on both alike. Usage: tsx bench/alternate.ts <baseline: a commit or a checkout> [rounds = 3].
 // A commit is checked out as a git worktree (node_modules linked), removed at the end. Odd rounds
 // run this tree first, even rounds the baseline first. Prints a line per run and the means.
+// A baseline whose schema this tree's migrations change (a table dropped, say) cannot share the
+// preload once this tree has migrated it: BENCH_BASELINE_PRELOAD_DIR and BENCH_BASELINE_PRELOAD_DB
+// give the baseline a preload of its own (built by its service's migrations on first use).
 import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs'
 import os from 'node:os'
@@ -33,8 +36,11 @@ function checkout(base: string): { dir: string; remove(): void } {
 /** One bench/run.ts with the service from `serviceRoot`; answers the results file it wrote. */
 async function runOnce(serviceRoot: string | undefined): Promise<string> {
   const env: NodeJS.ProcessEnv = { ...process.env, BENCH_REUSE_PRELOAD: '1', BENCH_PARTS: process.env.BENCH_PARTS ?? 'mixed' }
-  if (serviceRoot) env.BENCH_SERVICE_ROOT = serviceRoot
-  else delete env.BENCH_SERVICE_ROOT
+  if (serviceRoot) {
+    env.BENCH_SERVICE_ROOT = serviceRoot
+    if (process.env.BENCH_BASELINE_PRELOAD_DIR) env.BENCH_PRELOAD_DIR = process.env.BENCH_BASELINE_PRELOAD_DIR
+    if (process.env.BENCH_BASELINE_PRELOAD_DB) env.BENCH_PRELOAD_DB = process.env.BENCH_BASELINE_PRELOAD_DB
+  } else delete env.BENCH_SERVICE_ROOT
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))

@@ -20,9 +20,10 @@ export interface ClickHouseReads {
 /** Reads on a ClickHouse this process holds; counts of the same segment share runs (`SharedRuns`). */
 export function directReads(ch: ClickHouse): ClickHouseReads {
   const counts = new SharedRuns<number>()
+  const summaries = new MergedReads<KindedSummary[]>((workspaceId, profileIds) => readEventSummaries(ch, workspaceId, profileIds))
   return {
     segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter)),
-    eventSummaries: (workspaceId, profileIds) => readEventSummaries(ch, workspaceId, profileIds),
+    eventSummaries: (workspaceId, profileIds) => summaries.read(workspaceId, profileIds),
     async check() {
       const p = await ch.client.ping()
       if (!p.success) throw new Error(`unreachable: ${(p as { error?: Error }).error?.message ?? 'no answer'}`)
@@ -61,3 +62,51 @@ export class SharedRuns<V> {
     return entry.current
   }
 }
+
+/**
+ * Reads of some profiles' values that arrive while one runs share the next run: one query for
+ * all their profiles (per workspace), each read answered with its own. A query on the embedded
+ * engine costs ~8 ms however few rows it reads (`readEventSummaries`, measured on a near-empty
+ * table), and the engine runs one at a time: sixteen `/users/export/ids` in flight were sixteen
+ * such queries in a row. As with `SharedRuns`, each read's answer comes from a query started
+ * after it arrived.
+ */
+export class MergedReads<V> {
+  private readonly next = new Map<string, { ids: Set<number>; answer: Promise<Map<number, V>> }>()
+  private readonly current = new Map<string, Promise<unknown>>()
+
+  constructor(private readonly query: (workspaceId: string, profileIds: number[]) => Promise<Map<number, V>>) {}
+
+  async read(workspaceId: string, profileIds: number[]): Promise<Map<number, V>> {
+    let run = this.next.get(workspaceId)
+    if (!run) run = this.start(workspaceId)
+    for (const id of profileIds) run.ids.add(id)
+    const all = await run.answer
+    const mine = new Map<number, V>()
+    for (const id of profileIds) {
+      const v = all.get(id)
+      if (v !== undefined) mine.set(id, v)
+    }
+    return mine
+  }
+
+  /** The next run of a workspace: it gathers ids until the current run ends, then queries them all. */
+  private start(workspaceId: string) {
+    const ids = new Set<number>()
+    const after = this.current.get(workspaceId) ?? Promise.resolve()
+    const answer = after.then(ignore, ignore).then(() => {
+      this.next.delete(workspaceId)
+      return this.query(workspaceId, [...ids])
+    })
+    const run = { ids, answer }
+    this.next.set(workspaceId, run)
+    this.current.set(workspaceId, answer)
+    const settled = () => {
+      if (this.current.get(workspaceId) === answer) this.current.delete(workspaceId)
+    }
+    answer.then(settled, settled)
+    return run
+  }
+}
+
+const ignore = () => {}
