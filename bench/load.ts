@@ -22,8 +22,10 @@ const REQUEST_TIMEOUT_MS = 30_000
 // node:http with keep-alive rather than fetch: on this 2-core machine fetch could not send 1,000
 // small requests a second (against a server that answers at once: p50 517 ms, the sender 760 ms
 // behind), node:http keeps up (p50 0.14 ms, p99 4 ms). No socket limit: open loop means every
-// request leaves at its instant, whatever the earlier ones are doing.
-const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 512 })
+// request leaves at its instant, whatever the earlier ones are doing. An idle socket is closed
+// after 30 s, before the server's keep-alive timeout (65 s) closes it: a socket the pool left idle
+// longer, reused as the server closed it, was reset (one request in a 10-minute soak).
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 512, timeout: 30_000 })
 
 interface Reply {
   status: number

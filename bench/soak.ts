@@ -49,16 +49,21 @@ async function deadRows(db: pg.Client, startedAt: number): Promise<DeadRows> {
 /**
  * The applied frontier: how many of the mixed requests, in send order, are done, looked at every
  * second. Request order is not completion order across partitions, so this trails the true count
- * by at most what is in flight: a lower bound, the same at the start and the end of the run.
+ * by at most what is in flight: a lower bound, the same at the start and the end of the run. A
+ * request the API did not accept (`null`) owes nothing and is passed over; one not answered yet
+ * (`undefined`) holds the frontier.
  */
-function watchFrontier(t: Target, ids: (string | undefined)[], startedAt: number) {
+function watchFrontier(t: Target, ids: (string | null | undefined)[], startedAt: number) {
   const points: { at: number; done: number }[] = []
   let stop = false
+  let next = 0
   let done = 0
   const loop = (async () => {
     while (!stop) {
-      while (done < ids.length && ids[done]) {
-        const p = await progress(t.urls[0], t.key, ids[done]!)
+      for (; next < ids.length && ids[next] !== undefined; next++) {
+        const id = ids[next]
+        if (typeof id !== 'string') continue
+        const p = await progress(t.urls[0], t.key, id)
         if (p.status !== 'done' && p.status !== 'failed') break
         done++
       }
@@ -98,7 +103,7 @@ async function main() {
   const stats = new pg.Client({ connectionString: preloaded.databaseUrl })
   await stats.connect()
 
-  const ids: (string | undefined)[] = new Array(count)
+  const ids: (string | null | undefined)[] = new Array(count)
   const startedAt = performance.now()
   const samples: DeadRows[] = [await deadRows(stats, startedAt)]
   const sampler = setInterval(() => void deadRows(stats, startedAt).then((s) => samples.push(s)), SAMPLE_EVERY_MS)
@@ -111,16 +116,21 @@ async function main() {
       seconds: SECONDS,
       warmUpSeconds: 0,
       send: async (i) => {
-        const a = await post(url, run.t.key, '/users/track', mixedBody(requests[i], i, run.tag))
-        if (a.status >= 200 && a.status < 300) ids[i] = a.requestId
-        return a
+        try {
+          const a = await post(url, run.t.key, '/users/track', mixedBody(requests[i], i, run.tag))
+          ids[i] = a.status >= 200 && a.status < 300 ? (a.requestId ?? null) : null
+          return a
+        } catch (e) {
+          ids[i] = null
+          throw e
+        }
       },
     }),
     openLoop({ rps: SMALL_RPS, seconds: SECONDS, warmUpSeconds: 0, send: (i) => post(url, run.t.key, '/users/track', smallBody(`s${run.tag}-${i % 20_000}`)) }),
   ])
   const lastSendAt = performance.now()
   cpu.stop()
-  const accepted = ids.filter((id): id is string => id !== undefined)
+  const accepted = ids.filter((id): id is string => typeof id === 'string')
   const done = await allFinished(run.t, accepted, { pollMs: 50, deadline: lastSendAt + 600_000 })
   clearInterval(sampler)
   await frontier.end()
@@ -148,7 +158,7 @@ async function main() {
   const shares = (of: DeadRows[], pick: (xs: number[]) => number) =>
     Object.fromEntries(Object.keys(samples[0].tables).map((k) => [k, of.length ? pick(of.map((s) => s.tables[k]?.share ?? 0)) : 0]))
   // A request answered 429 was not accepted: what the service must hold is what it accepted.
-  const checked = await stopAndCheck(run, preloaded, expected(requests, (i) => ids[i] !== undefined), prior)
+  const checked = await stopAndCheck(run, preloaded, expected(requests, (i) => typeof ids[i] === 'string'), prior)
   console.log(
     JSON.stringify({
       seconds: SECONDS,
