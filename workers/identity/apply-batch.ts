@@ -36,9 +36,10 @@ function applyOperation(batch: IdentityBatch, op: IdentityOperation): Promise<Id
 }
 
 /**
- * Applies identity jobs in acceptance order inside the caller's transaction. Per workspace, every
- * profile any of its jobs names is locked at once (in id order, like track batches), then the
- * operations run one after the other against that state (see IdentityBatch).
+ * Applies identity jobs in acceptance order inside the caller's transaction. First the workspaces'
+ * identities lock, exclusively: the track batches running commit first, and new ones wait for this
+ * one. Per workspace, every profile any of its jobs names is then locked at once (in id order, like
+ * track batches), and the operations run one after the other against that state (see IdentityBatch).
  */
 export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJob[], now: string, lastOccurrences: LastOccurrences): Promise<AppliedIdentityJobs> {
   const out: AppliedIdentityJobs = { errors: new Map(), changed: [], deleted: [], overrides: [], erased: [] }
