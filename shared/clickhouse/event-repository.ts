@@ -57,7 +57,7 @@ export async function countEvents(ch: ClickHouse, workspaceId: string, profileId
 /**
  * The all-time summary of each event name and product id of each profile (interface.md 2.4:
  * first, last, count), from the history as exports see it: each event id once, under the profile
- * that owns it now. Per profile id, sorted by name in byte order as the stored summaries are.
+ * that owns it now. Per profile id, sorted by name in byte order, as records list them.
  */
 export async function readEventSummaries(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, KindedSummary[]>> {
   const out = new Map<number, KindedSummary[]>()

@@ -29,12 +29,12 @@ export interface UserRecord extends Partial<Record<ProfileFieldName, string>> {
 
 /**
  * A profile's record as ClickHouse snapshots store it: everything but the event and purchase
- * summaries, which exports derive from the event history. An event then changes no snapshot, so
- * a profile that only gets events is neither re-versioned nor rewritten.
+ * summaries, which exports and /users/export/ids derive from the event history. An event then
+ * changes no snapshot, so a profile that only gets events is neither re-versioned nor rewritten.
  */
 export type StoredRecord = Omit<UserRecord, 'custom_events' | 'purchases'>
 
-/** A stored summary of one event name or product id. */
+/** The summary of one event name or product id, as read from the event history. */
 export type KindedSummary = EventSummary & { kind: 'event' | 'purchase' }
 
 /** Field names `fields_to_export` accepts (interface.md 2.4, plus the subscription fields we keep). */
