@@ -48,7 +48,7 @@ describe('the locking read of a track batch', () => {
     await holder.query('COMMIT')
     holder.release()
 
-    // The key-share read did not wait, so its alias owners predate the alias; the parts read after the lock hold it.
+    // The keys' read did not wait, so its alias owners predate the alias; the parts read after the lock hold it.
     const { keys, aliasOwner, records } = await locking
     expect(keys.map((k) => [k.id, k.version])).toEqual([[id, 2]])
     expect([...aliasOwner]).toEqual([])
