@@ -30,25 +30,21 @@ const partsOfRow = (row: Partial<Pick<RecordRow, keyof ProfileParts>>): ProfileP
   subscriptions: row.subscriptions ?? [],
 })
 
-function split(row: RecordRow): { profile: ProfileRow; parts: ProfileParts } {
-  return { profile: profileOfRow(row), parts: partsOfRow(row) }
-}
-
 /** The profiles whose ids are $1. */
 const BY_IDS = '= ANY($1::bigint[])'
 
-/** Profiles by id with their record parts, in id order. */
-function recordRows(db: Queryable, name: string, profileIds: number[]) {
-  return query<RecordRow>(db, name, `${SELECT_PROFILE}, ${PART_COLUMNS} FROM ${withParts('profiles p', BY_IDS)} WHERE p.id ${BY_IDS} ORDER BY p.id`, [profileIds])
-}
-
-/** The stored record of each profile (its summaries are the event history's), for its snapshot and /users/export/ids. */
+/** The stored record of each profile (its summaries are the event history's), for its snapshot and /users/export/ids; in id order. */
 export async function loadStoredRecords(db: Queryable, profileIds: number[]): Promise<{ record: StoredRecord; profile: ProfileRow }[]> {
   if (profileIds.length === 0) return []
-  const r = await recordRows(db, 'loadStoredRecords', profileIds)
+  const r = await query<RecordRow>(
+    db,
+    'loadStoredRecords',
+    `${SELECT_PROFILE}, ${PART_COLUMNS} FROM ${withParts('profiles p', BY_IDS)} WHERE p.id ${BY_IDS} ORDER BY p.id`,
+    [profileIds],
+  )
   return r.rows.map((row) => {
-    const { profile, parts } = split(row)
-    return { record: storedRecordOf(profile, parts), profile }
+    const profile = profileOfRow(row)
+    return { record: storedRecordOf(profile, partsOfRow(row)), profile }
   })
 }
 
