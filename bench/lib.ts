@@ -60,13 +60,15 @@ async function freePort(): Promise<number> {
 export async function startService(args: string[], env: Record<string, string>, opts: { nice?: number } = {}): Promise<ServiceProcess> {
   const port = await freePort()
   const workerOnly = args[0] === 'worker'
-  // BENCH_CPU_PROF: a CPU profile per service process; BENCH_NODE_FLAGS: more flags for them (bench/allocation-profile.mjs).
-  const profile = [
+  // BENCH_CPU_PROF: a CPU profile per service process; BENCH_NODE_FLAGS: more flags for them, after
+  // the service's own so that they can override one (bench/allocation-profile.mjs).
+  const flags = [
     ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+    ...SERVICE_NODE_FLAGS,
     ...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
   ]
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))
-  const command = [process.execPath, ...profile, ...SERVICE_NODE_FLAGS, '--import', 'tsx', 'bin/main.ts', ...args]
+  const command = [process.execPath, ...flags, '--import', 'tsx', 'bin/main.ts', ...args]
   const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
   const child = spawn(file, argv, {
     cwd: serviceRoot,
