@@ -46,7 +46,8 @@ const Occurrence = {
   identifier: Identifier,
   app_id: z.string().optional(),
   time: z.string(),
-  properties: z.record(z.string(), z.unknown()),
+  /** As JSON text (see propertiesMember). */
+  properties: z.string(),
 }
 
 export const EventOp = z.object({ ...Occurrence, name: z.string() })

@@ -11,6 +11,9 @@ import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
 
+/** Properties as the event history stores them; a job queued by a version that carried them as an object still applies. */
+const propertiesText = (properties: string | object) => (typeof properties === 'string' ? properties : JSON.stringify(properties))
+
 /** ClickHouse rows of a job's occurrences, owned by the profiles resolved when the job committed (a hot loop: no spreads). */
 export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[] {
   const rows: EventRow[] = []
@@ -26,7 +29,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
       name: e.name,
       app_id: e.app_id ?? '',
       time: e.time,
-      properties: JSON.stringify(e.properties),
+      properties: propertiesText(e.properties),
       currency: '',
       price: 0,
       quantity: 0,
@@ -43,7 +46,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
       name: p.product_id,
       app_id: p.app_id ?? '',
       time: p.time,
-      properties: JSON.stringify(p.properties),
+      properties: propertiesText(p.properties),
       currency: p.currency,
       price: p.price,
       quantity: p.quantity,
