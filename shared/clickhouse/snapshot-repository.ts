@@ -25,7 +25,9 @@ export async function writeSnapshots(ch: ClickHouse, snapshots: Snapshot[]): Pro
     snapshotsOf(ch),
     snapshots.map((s) => {
       const record = s.record as unknown as Record<string, unknown>
-      return tsvLine([s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(record), ...FilterableFields.map((f) => fieldColumnValue(record, f))])
+      const fields: (string | number)[] = [s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(record)]
+      for (const f of FilterableFields) fields.push(fieldColumnValue(record, f))
+      return tsvLine(fields)
     }),
   )
 }

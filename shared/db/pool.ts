@@ -33,6 +33,30 @@ export function createPool(databaseUrl: string, max = 20): Pool {
   return pool
 }
 
+const ARRAY_SPECIAL = /["\\]/
+const ARRAY_SPECIALS = /["\\]/g
+
+/**
+ * A flat array of strings or numbers as Postgres reads an array parameter, made by one join. pg's
+ * own serializer appends element by element: a track batch passes arrays of thousands of
+ * identifiers and ids, and their serialization was a twentieth of what the worker allocated.
+ * Undefined for anything else (nulls, nested arrays, dates, buffers), which pg serializes.
+ */
+export function arrayLiteral(values: readonly unknown[]): string | undefined {
+  if (values.length === 0) return '{}'
+  let numbers = true
+  let plain = true
+  for (const v of values) {
+    if (typeof v === 'string') {
+      numbers = false
+      if (ARRAY_SPECIAL.test(v)) plain = false
+    } else if (typeof v !== 'number') return undefined
+  }
+  if (numbers) return `{${values.join(',')}}`
+  if (plain) return `{"${values.join('","')}"}`
+  return `{${values.map((v) => (typeof v === 'number' ? String(v) : `"${(v as string).replace(ARRAY_SPECIALS, '\\$&')}"`)).join(',')}}`
+}
+
 /** One tagged query: the tag shows up in Postgres logs; connection errors become retryable. */
 export async function query<R extends pg.QueryResultRow = pg.QueryResultRow>(
   db: Queryable,
@@ -41,7 +65,8 @@ export async function query<R extends pg.QueryResultRow = pg.QueryResultRow>(
   values: unknown[] = [],
 ): Promise<pg.QueryResult<R>> {
   try {
-    return await db.query<R>(`/* ${tag} */ ${sql}`, values)
+    const params = values.map((v) => (Array.isArray(v) ? (arrayLiteral(v) ?? v) : v))
+    return await db.query<R>(`/* ${tag} */ ${sql}`, params)
   } catch (e) {
     if (isRetryable(e)) throw new RetryableError(`postgres: ${(e as Error).message}`, e)
     throw e

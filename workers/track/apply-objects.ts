@@ -90,12 +90,14 @@ function columnsSetBy(op: AttributeOp): UpdatedColumn[] {
 /** An attributes object's fields, custom attributes, push tokens and subscription groups, applied to a profile. */
 export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: AttributeOp, errors: TrackApplyError[]): void {
   const pushSubscribeBefore = profile.push_subscribe
-  for (const [field, value] of Object.entries(op.fields)) {
+  // for...in, not Object.entries: an entry array per field of every object was a thirtieth of what the worker allocated.
+  for (const field in op.fields) {
+    const value = op.fields[field as keyof typeof op.fields]
     if (field === 'email' || field === 'phone') batch.profiles.setAddress(profile, field, value ?? null)
     else (profile as unknown as Record<string, unknown>)[field] = value
   }
   if (op.fields.push_subscribe === 'opted_in' && pushSubscribeBefore !== 'opted_in') profile.push_opted_in_at = batch.now
-  for (const [name, value] of Object.entries(op.custom)) applyCustomAttribute(profile.custom_attributes, name, value)
+  for (const name in op.custom) applyCustomAttribute(profile.custom_attributes, name, op.custom[name])
   for (const t of op.pushTokens) {
     const key = tokenKey(t.app_id, t.token)
     const owner = batch.tokenWrites.get(key)?.profile_id ?? batch.tokenOwners.get(key)?.profile_id

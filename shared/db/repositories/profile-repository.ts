@@ -55,7 +55,8 @@ const INSERT_PROFILES = `INSERT INTO profiles (${WRITE_FIELDS.map(([name]) => na
 
 /** A column a rewrite of a stored profile may set (UPDATED). */
 export type UpdatedColumn = 'external_id' | ProfileFieldName | 'custom_attributes' | 'push_import_anonymous'
-const UPDATED_NAMES = UPDATED.map(([name]) => name as UpdatedColumn)
+/** Every column a rewrite may set, in the order its statements set them. */
+export const UPDATED_COLUMNS: readonly UpdatedColumn[] = UPDATED.map(([name]) => name as UpdatedColumn)
 const WRITE_NAMES = WRITE_FIELDS.map(([name]) => name)
 
 /**
@@ -243,7 +244,7 @@ function profileRowsJson(rows: ProfileRow[], columns: readonly (keyof ProfileRow
 /** Inserts new profiles and rewrites changed ones (every column they may change), bumping version and updated_at. */
 export async function saveProfiles(db: Queryable, created: ProfileRow[], changed: ProfileRow[]): Promise<void> {
   await insertProfiles(db, created)
-  await updateProfiles(db, changed, UPDATED_NAMES)
+  await updateProfiles(db, changed, UPDATED_COLUMNS)
 }
 
 export async function insertProfiles(db: Queryable, rows: ProfileRow[]): Promise<void> {

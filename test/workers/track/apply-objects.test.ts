@@ -97,7 +97,7 @@ describe('applying an attributes object in memory', () => {
     expect(batch.profiles.find({ kind: 'email', value: 'bob@example.com' })).toBe(bob)
     expect(batch.profiles.addressChanged.has(bob.id)).toBe(true)
     // Only the columns the object set are rewritten.
-    expect(batch.profiles.rowsToSave().changed).toEqual([{ columns: ['custom_attributes', 'email', 'first_name'], rows: [bob] }])
+    expect(batch.profiles.rowsToSave().changed).toEqual([{ columns: ['first_name', 'email', 'custom_attributes'], rows: [bob] }])
     expect(errors).toEqual([])
   })
 
@@ -138,7 +138,7 @@ describe('applying an attributes object in memory', () => {
     applyAttributes(batch, bob, attributes({ pushTokens: [{ app_id: 'app', token: 'tok-bob' }] }), [])
     expect(ann.push_opted_in_at).toBe(NOW)
     expect(batch.profiles.rowsToSave().changed).toEqual([
-      { columns: ['push_opted_in_at', 'push_subscribe'], rows: [ann] },
+      { columns: ['push_subscribe', 'push_opted_in_at'], rows: [ann] },
       { columns: [], rows: [bob] },
     ])
   })
