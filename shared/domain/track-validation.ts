@@ -195,13 +195,18 @@ const userAlias: Member<z.infer<typeof UserAlias>> = {
 /** How the document shows the members that may name the user (identifierOf picks one); email and phone are documented with each object. */
 export const IdentifyingDocs = { external_id: idString.doc.optional(), user_alias: userAlias.doc.optional(), service_id: idString.doc.optional() }
 
+const PRIMARY_IDENTIFIERS = ['external_id', 'user_alias', 'service_id'] as const
+
 /**
  * The identifier of a track object: exactly one of external_id, user_alias, service_id; or
  * else email, then phone (which are also profile fields when another identifier is present).
  */
 export function identifierOf(obj: Record<string, unknown>, prefix: string): Identifier {
-  const primary = (['external_id', 'user_alias', 'service_id'] as const).filter((k) => obj[k] !== undefined)
-  if (primary.length > 1) throw new FieldError(`${prefix}: send exactly one of external_id, user_alias, service_id (got ${primary.join(', ')})`)
+  // Counted before any list is built: this runs for every object of every request.
+  if ((obj.external_id !== undefined ? 1 : 0) + (obj.user_alias !== undefined ? 1 : 0) + (obj.service_id !== undefined ? 1 : 0) > 1) {
+    const primary = PRIMARY_IDENTIFIERS.filter((k) => obj[k] !== undefined)
+    throw new FieldError(`${prefix}: send exactly one of external_id, user_alias, service_id (got ${primary.join(', ')})`)
+  }
   if (obj.external_id !== undefined) return { kind: 'external_id', value: idString.parse(obj.external_id, `${prefix}.external_id`) }
   if (obj.user_alias !== undefined) return { kind: 'user_alias', ...userAlias.parse(obj.user_alias, `${prefix}.user_alias`) }
   if (obj.service_id !== undefined) return { kind: 'service_id', value: idString.parse(obj.service_id, `${prefix}.service_id`) }
