@@ -142,19 +142,14 @@ export const timestamp: Member<string> = {
   doc: z.string().describe('ISO 8601 with an offset or Z, e.g. 2024-05-01T12:00:00Z'),
 }
 
-/**
- * An event's or a purchase's properties: any object, absent is empty; kept as the JSON text the
- * event history stores. The worker writes it as it is: parsed back into objects, a batch's
- * properties were most of what its payloads made the garbage collector copy.
- */
-export const propertiesMember: Member<string> = {
-  parse(value, field) {
-    if (value === undefined) return '{}'
-    if (!isPlainObject(value)) throw new FieldError(`${field}: must be an object`)
-    return JSON.stringify(value)
-  },
-  doc: z.record(z.string(), z.unknown()).optional(),
+export function properties(value: unknown, field: string): Record<string, unknown> {
+  if (value === undefined) return {}
+  if (!isPlainObject(value)) throw new FieldError(`${field}: must be an object`)
+  return value
 }
+
+/** An event's or a purchase's properties: any object; absent is empty. */
+export const propertiesMember: Member<Record<string, unknown>> = { parse: properties, doc: z.record(z.string(), z.unknown()).optional() }
 
 export function parseEmail(value: unknown, field: string): string {
   const problem = emailProblem(value)

@@ -46,8 +46,7 @@ const Occurrence = {
   identifier: Identifier,
   app_id: z.string().optional(),
   time: z.string(),
-  /** As JSON text (see propertiesMember). */
-  properties: z.string(),
+  properties: z.record(z.string(), z.unknown()),
 }
 
 export const EventOp = z.object({ ...Occurrence, name: z.string() })

@@ -126,7 +126,7 @@ describe('batched apply of a partition backlog', () => {
               workspaceId: ws.id,
               requestId,
               attributes: [{ index: 0, identifier: { kind: 'external_id', value: `p-${n}` }, pushTokenImport: false, fields: {}, custom: { n }, pushTokens: [], subscriptionGroups: [] }],
-              events: [{ index: 0, identifier: { kind: 'external_id', value: `p-${n}` }, name: 'x', time, properties: '{}' }],
+              events: [{ index: 0, identifier: { kind: 'external_id', value: `p-${n}` }, name: 'x', time, properties: {} }],
               purchases: [],
               subscriptionChanges: [],
               emailStateChanges: [],

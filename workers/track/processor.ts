@@ -11,9 +11,6 @@ import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
 
-/** Properties as the event history stores them; a job queued by a version that carried them as an object still applies. */
-const propertiesText = (properties: string | object) => (typeof properties === 'string' ? properties : JSON.stringify(properties))
-
 /** ClickHouse rows of a job's occurrences, owned by the profiles resolved when the job committed (a hot loop: no spreads). */
 export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[] {
   const rows: EventRow[] = []
@@ -29,7 +26,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
       name: e.name,
       app_id: e.app_id ?? '',
       time: e.time,
-      properties: propertiesText(e.properties),
+      properties: JSON.stringify(e.properties),
       currency: '',
       price: 0,
       quantity: 0,
@@ -46,7 +43,7 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
       name: p.product_id,
       app_id: p.app_id ?? '',
       time: p.time,
-      properties: propertiesText(p.properties),
+      properties: JSON.stringify(p.properties),
       currency: p.currency,
       price: p.price,
       quantity: p.quantity,

@@ -133,7 +133,7 @@ describe('event objects', () => {
       app_id: 'app',
       name: 'played',
       time: '2024-05-01T12:00:00.000Z',
-      properties: '{"level":3}',
+      properties: { level: 3 },
     })
   })
 
@@ -173,7 +173,7 @@ describe('purchase objects', () => {
       price: 9.5,
       quantity: 1,
       time: '2024-05-01T12:00:00.000Z',
-      properties: '{}',
+      properties: {},
     })
   })
 

@@ -31,7 +31,7 @@ function trackJob(requestId: string, partition: number, events: number): QueuedJ
       workspaceId: 'ws',
       requestId,
       attributes: [],
-      events: Array.from({ length: events }, (_, i) => ({ index: i, identifier: { kind: 'external_id', value: `u${i}` }, name: 'e', time, properties: '{}' })),
+      events: Array.from({ length: events }, (_, i) => ({ index: i, identifier: { kind: 'external_id', value: `u${i}` }, name: 'e', time, properties: {} })),
       purchases: [],
       subscriptionChanges: [],
       emailStateChanges: [],

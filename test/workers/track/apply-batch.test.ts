@@ -68,8 +68,8 @@ describe('batches of two partitions naming one user', () => {
         {
           key: 'e',
           job: job(ws, {
-            events: [{ index: 0, identifier: { kind: 'phone', value: phone }, time, properties: '{}', name: 'played' }],
-            purchases: [{ index: 0, identifier: { kind: 'phone', value: phone }, time, properties: '{}', product_id: 'sku', currency: 'USD', price: 1, quantity: 1 }],
+            events: [{ index: 0, identifier: { kind: 'phone', value: phone }, time, properties: {}, name: 'played' }],
+            purchases: [{ index: 0, identifier: { kind: 'phone', value: phone }, time, properties: {}, product_id: 'sku', currency: 'USD', price: 1, quantity: 1 }],
           }),
         },
       ],

@@ -50,7 +50,7 @@ const attributes = (op: Partial<AttributeOp>): AttributeOp => ({
   ...op,
 })
 
-const event = (index: number, identifier: EventOp['identifier'], name: string, time: string): EventOp => ({ index, identifier, name, time, properties: '{}' })
+const event = (index: number, identifier: EventOp['identifier'], name: string, time: string): EventOp => ({ index, identifier, name, time, properties: {} })
 
 const trackJob = (job: Partial<TrackJob>): TrackJob => ({
   workspaceId: WS,

@@ -8,10 +8,10 @@ const job: TrackJob = {
   requestId: 'req-1',
   attributes: [],
   events: [
-    { index: 0, identifier: { kind: 'external_id', value: 'a' }, name: 'opened', time, properties: '{"level":2}' },
-    { index: 3, identifier: { kind: 'external_id', value: 'b' }, name: 'played', time, properties: '{}', app_id: 'app' },
+    { index: 0, identifier: { kind: 'external_id', value: 'a' }, name: 'opened', time, properties: { level: 2 } },
+    { index: 3, identifier: { kind: 'external_id', value: 'b' }, name: 'played', time, properties: {}, app_id: 'app' },
   ],
-  purchases: [{ index: 1, identifier: { kind: 'external_id', value: 'a' }, product_id: 'sku', currency: 'USD', price: 2.5, quantity: 2, time, properties: '{}' }],
+  purchases: [{ index: 1, identifier: { kind: 'external_id', value: 'a' }, product_id: 'sku', currency: 'USD', price: 2.5, quantity: 2, time, properties: {} }],
   subscriptionChanges: [],
   emailStateChanges: [],
 }
@@ -23,11 +23,6 @@ describe('eventRowsOf', () => {
       { workspace_id: 'ws', profile_id: 8, event_id: 'req-1:e:3', kind: 'event', name: 'played', app_id: 'app', time, properties: '{}', currency: '', price: 0, quantity: 0 },
       { workspace_id: 'ws', profile_id: 7, event_id: 'req-1:p:1', kind: 'purchase', name: 'sku', app_id: '', time, properties: '{}', currency: 'USD', price: 2.5, quantity: 2 },
     ])
-  })
-
-  it('writes the properties of a job queued with them as an object (by an earlier version) as JSON text', () => {
-    const earlier = { ...job, events: [{ ...job.events[0], properties: { level: 2, tags: ['a'] } as unknown as string }], purchases: [] }
-    expect(eventRowsOf(earlier, [7]).map((r) => r.properties)).toEqual(['{"level":2,"tags":["a"]}'])
   })
 
   it('leaves out occurrences whose user was not found', () => {
