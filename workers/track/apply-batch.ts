@@ -106,9 +106,10 @@ export interface AppliedTrackJobs {
 /**
  * Applies jobs in order inside the caller's transaction, each as if alone. First the workspaces'
  * identities lock (`lockWorkspaceIdentities`: no merge or delete until this commits). Per
- * workspace: one read loads every profile, push token and subscription group the jobs name; the jobs apply in memory
- * (apply-objects.ts); each table's rows are written once; then the statements of the rules that
- * read other profiles' rows (shared emails, address states), which only a non-plain job needs.
+ * workspace: one read loads every profile, push token and subscription group the jobs name; the
+ * jobs apply in memory (apply-objects.ts); each table's rows are written once; then the statements
+ * of the rules that read other profiles' rows (shared emails, address states), which only a
+ * non-plain job needs.
  */
 export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], now: string, lastOccurrences: LastOccurrences): Promise<AppliedTrackJobs> {
   const out: AppliedTrackJobs = { owners: new Map(), errors: new Map(), snapshots: [], reread: [], deleted: [] }
@@ -136,8 +137,9 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
 
 /**
  * The batch's read: the keys of every profile it names; those an attributes object names (all of
- * them for a job that runs alone) locked against other writers, with their fields and record parts; push tokens, subscription groups; ids for profiles it may create; for
- * profiles sharing an email or phone, their last occurrence (read from the event history).
+ * them for a job that runs alone) locked against other writers, with their fields and record
+ * parts; push tokens, subscription groups; ids for profiles it may create; for profiles sharing an
+ * email or phone, their last occurrence (read from the event history).
  */
 async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean, lastOccurrences: LastOccurrences): Promise<TrackBatch> {
   const idPool: number[] = []
