@@ -19,7 +19,16 @@ describe('parseTime', () => {
     expect(parseTime('2024-05-01T07:00:00-0500', 't')).toBe('2024-05-01T12:00:00.000Z')
   })
 
-  it.each(['2024-05-01T12:00:00', '2024-05-01', 'May 1 2024', 1714564800000, null])('refuses %s', (value) => {
+  // The form parseTime answers is taken as it is; these pin that shortcut to the general path's answer.
+  it.each([
+    '2024-05-01T12:00:00.000Z', '2024-02-29T23:59:59.999Z', '2000-02-29T00:00:00.000Z', '0000-01-01T00:00:00.000Z',
+    '9999-12-31T23:59:59.999Z', '2024-02-30T00:00:00.000Z', '2023-02-29T00:00:00.000Z', '1900-02-29T00:00:00.000Z',
+    '2024-04-31T00:00:00.000Z', '2024-02-29T24:00:00.000Z', '2024-05-01T12:00:00.000z',
+  ])('answers %s as Date#toISOString of its parse', (value) => {
+    expect(parseTime(value, 't')).toBe(new Date(Date.parse(value)).toISOString())
+  })
+
+  it.each(['2024-05-01T12:00:00', '2024-05-01', 'May 1 2024', 1714564800000, null, '2024-13-01T00:00:00.000Z', '2024-05-01T12:60:00.000Z', '2024-05-01T12:00:60.000Z', '2024-05-00T12:00:00.000Z', '2024-05-01T12:00:00.0a0Z'])('refuses %s', (value) => {
     expect(refusal(() => parseTime(value, 'events[0].time'))).toBe('events[0].time: must be an ISO 8601 timestamp with an offset or Z, e.g. 2024-05-01T12:00:00Z')
   })
 })
