@@ -26,7 +26,8 @@ const ConfigSchema = z.object({
   WORKER_CONCURRENCY: int(1, 64).default(4),
   // Objects one track batch may hold (one transaction, one ClickHouse part): larger pays those once per more jobs,
   // smaller keeps one batch's latency low. Since events write and lock no Postgres row, a batch's fixed costs
-  // weigh most: 10,000 applied a mixed load ~8% faster than 5,000, and 2,500 ~14% slower (README, Mixed load).
+  // weigh most: 10,000 applied a mixed load ~8% faster than 5,000, and 2,500 ~14% slower; 30,000 ~12% faster
+  // than 10,000 (README, Mixed load).
   TRACK_BATCH_MAX_OBJECTS: int(1, 100_000).default(30_000),
   JOB_LOCK_MS: int(1000, 600_000).default(30_000),
   // Accepted-but-unapplied track objects; past either bound /users/track answers 429. Measured Redis cost:

@@ -150,8 +150,8 @@ function isCanonicalTime(s: string): boolean {
   const yy = twoDigits(s, 2)
   const month = twoDigits(s, 5)
   const day = twoDigits(s, 8)
-  const ms = twoDigits(s, 20)
-  if (century < 0 || yy < 0 || month < 1 || month > 12 || day < 1 || ms < 0 || digit(s, 22) < 0 || digit(s, 22) > 9) return false
+  const millis = twoDigits(s, 20)
+  if (century < 0 || yy < 0 || month < 1 || month > 12 || day < 1 || millis < 0 || digit(s, 22) < 0 || digit(s, 22) > 9) return false
   const year = century * 100 + yy
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
   const hour = twoDigits(s, 11)
