@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { isStoredTime } from '../queue/track-jobs.js'
 import { customAttributeProblem, isPlainObject } from './attributes.js'
 import { emailProblem, normalizeEmail } from './email.js'
 import type { Identifier } from './identifiers.js'
@@ -130,34 +131,24 @@ export function listOf<S extends z.ZodType>(item: S): Member<z.infer<S>[]> {
 
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/i
 
-const digit = (s: string, i: number) => s.charCodeAt(i) - 48
-const twoDigits = (s: string, i: number) => {
-  const a = digit(s, i)
-  const b = digit(s, i + 1)
-  return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1
-}
+/** Two decimal digits at `i` as a number (the caller has checked they are digits). */
+const twoDigits = (s: string, i: number) => (s.charCodeAt(i) - 48) * 10 + s.charCodeAt(i + 1) - 48
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 
 /**
- * Whether a time is already what parseTime answers (`Date#toISOString`'s form, a real calendar
- * date): most senders send exactly that, and the general path's regex, parse and format were a
- * quarter of the API's validation under a mixed load. Anything else (Feb 30, 24:00, offsets,
- * fewer digits) takes the general path.
+ * Whether a time is already what parseTime answers: the form the API stores (`isStoredTime`,
+ * `Date#toISOString`'s) holding a real calendar date and time of day. Most senders send exactly
+ * that, and the general path's regex, parse and format were a quarter of the API's validation
+ * under a mixed load. Anything else (Feb 30, 24:00, offsets, fewer digits) takes the general path.
  */
 function isCanonicalTime(s: string): boolean {
-  if (s.length !== 24 || s[4] !== '-' || s[7] !== '-' || s[10] !== 'T' || s[13] !== ':' || s[16] !== ':' || s[19] !== '.' || s[23] !== 'Z') return false
-  const century = twoDigits(s, 0)
-  const yy = twoDigits(s, 2)
+  if (!isStoredTime(s)) return false
+  const year = twoDigits(s, 0) * 100 + twoDigits(s, 2)
   const month = twoDigits(s, 5)
   const day = twoDigits(s, 8)
-  const millis = twoDigits(s, 20)
-  if (century < 0 || yy < 0 || month < 1 || month > 12 || day < 1 || millis < 0 || digit(s, 22) < 0 || digit(s, 22) > 9) return false
-  const year = century * 100 + yy
+  if (month < 1 || month > 12 || day < 1) return false
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
-  const hour = twoDigits(s, 11)
-  const minute = twoDigits(s, 14)
-  const second = twoDigits(s, 17)
-  return day <= DAYS_IN_MONTH[month - 1] + (month === 2 && leap ? 1 : 0) && hour >= 0 && hour < 24 && minute >= 0 && minute < 60 && second >= 0 && second < 60
+  return day <= DAYS_IN_MONTH[month - 1] + (month === 2 && leap ? 1 : 0) && twoDigits(s, 11) < 24 && twoDigits(s, 14) < 60 && twoDigits(s, 17) < 60
 }
 
 /** ISO 8601 with an offset or Z, normalized to UTC with milliseconds. */
