@@ -17,7 +17,7 @@ import { loadStoredRecords } from '../shared/db/repositories/user-record-reposit
 export async function deliverToClickHouse(
   deps: { pg: Pool; clickhouse: ClickHouse },
   outboxes: BatchOutbox[],
-  events: EventRow[],
+  events: Iterable<EventRow>,
   builtSnapshots: Snapshot[] = [],
 ): Promise<void> {
   const built = new Set(builtSnapshots.map((s) => `${s.workspace_id}\u0000${s.profile_id}`))

@@ -1,11 +1,12 @@
 import type { ClickHouse, TabSeparatedInsert } from './client.js'
+import type { TsvRows } from './tsv.js'
 
 /** A table's rows as the inserter writes them: TabSeparated lines of these columns, in order. */
 export type InsertTarget = Omit<TabSeparatedInsert, 'body'>
 
 interface Pending {
   target: InsertTarget
-  lines: string[]
+  bodies: Buffer[]
   waiters: { resolve: () => void; reject: (e: unknown) => void }[]
 }
 
@@ -21,16 +22,17 @@ export class BatchInserter {
 
   constructor(private readonly ch: ClickHouse) {}
 
-  /** Inserts lines made by tsvLine from the target's columns. */
-  insert(target: InsertTarget, lines: string[]): Promise<void> {
-    if (lines.length === 0) return Promise.resolve()
+  /** Inserts rows of the target's columns. */
+  insert(target: InsertTarget, rows: TsvRows): Promise<void> {
+    const body = rows.body
+    if (body.length === 0) return Promise.resolve()
     return new Promise((resolve, reject) => {
       let p = this.pending.get(target.table)
       if (!p) {
-        p = { target, lines: [], waiters: [] }
+        p = { target, bodies: [], waiters: [] }
         this.pending.set(target.table, p)
       }
-      for (const l of lines) p.lines.push(l)
+      p.bodies.push(body)
       p.waiters.push({ resolve, reject })
       void this.drain(target.table)
     })
@@ -44,7 +46,7 @@ export class BatchInserter {
         this.pending.delete(table)
         try {
           const { columns, settings } = batch.target
-          await this.ch.insertTabSeparated({ table, columns, settings, body: batch.lines.join('') })
+          await this.ch.insertTabSeparated({ table, columns, settings, body: batch.bodies.length === 1 ? batch.bodies[0] : Buffer.concat(batch.bodies) })
           for (const w of batch.waiters) w.resolve()
         } catch (e) {
           for (const w of batch.waiters) w.reject(e)

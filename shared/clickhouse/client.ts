@@ -7,12 +7,12 @@ import { flockSync } from 'fs-ext'
 
 export type { ClickHouseClient }
 
-/** Rows already formatted as TabSeparated text, for one table's columns. */
+/** Rows already formatted as TabSeparated text (UTF-8), for one table's columns. */
 export interface TabSeparatedInsert {
   table: string
   columns: readonly string[]
   settings?: Record<string, string | number | boolean>
-  body: string
+  body: Buffer | string
 }
 
 export interface ClickHouse {

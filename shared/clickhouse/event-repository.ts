@@ -1,5 +1,5 @@
 import { batchInserterOf } from './batch-inserter.js'
-import { tsvLine, tsvRows } from './tsv.js'
+import { TsvRows, tsvRows } from './tsv.js'
 import type { ClickHouse } from './client.js'
 import { EVENT_OWNER, ownedEvents, type HistoryTables } from '../domain/segment-sql.js'
 import type { KindedSummary } from '../domain/user-record.js'
@@ -28,11 +28,10 @@ const settings = { date_time_input_format: 'best_effort' } as const
  * Inserts occurrences through the process's group commit. A retried job may write its rows a
  * second time; they carry the same event ids and collapse under FINAL (and in background merges).
  */
-export async function insertEvents(ch: ClickHouse, rows: EventRow[]): Promise<void> {
-  await batchInserterOf(ch).insert(
-    { table: `${ch.database}.events`, columns: EVENT_COLUMNS, settings },
-    rows.map((r) => tsvLine([r.workspace_id, r.profile_id, r.event_id, r.kind, r.name, r.app_id, r.time, r.properties, r.currency, r.price, r.quantity])),
-  )
+export async function insertEvents(ch: ClickHouse, rows: Iterable<EventRow>): Promise<void> {
+  const tsv = new TsvRows()
+  for (const r of rows) tsv.add([r.workspace_id, r.profile_id, r.event_id, r.kind, r.name, r.app_id, r.time, r.properties, r.currency, r.price, r.quantity])
+  await batchInserterOf(ch).insert({ table: `${ch.database}.events`, columns: EVENT_COLUMNS, settings }, tsv)
 }
 
 /**

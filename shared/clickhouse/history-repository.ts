@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Erasures, Override } from '../db/repositories/override-repository.js'
 import { batchInserterOf } from './batch-inserter.js'
-import { tsvLine } from './tsv.js'
+import { TsvRows } from './tsv.js'
 import type { ClickHouse } from './client.js'
 import { EVENT_COLUMNS } from './event-repository.js'
 
@@ -11,10 +11,9 @@ import { EVENT_COLUMNS } from './event-repository.js'
  * further gets a new version from Postgres); writing the same rows twice changes nothing.
  */
 export async function writeOverrides(ch: ClickHouse, overrides: Override[]): Promise<void> {
-  await batchInserterOf(ch).insert(
-    { table: `${ch.database}.profile_overrides`, columns: ['workspace_id', 'old_profile_id', 'new_profile_id', 'version', 'deleted'] },
-    overrides.map((o) => tsvLine([o.workspaceId, o.oldProfileId, o.newProfileId, o.version * 2 + (o.deleted ? 1 : 0), o.deleted ? 1 : 0])),
-  )
+  const rows = new TsvRows()
+  for (const o of overrides) rows.add([o.workspaceId, o.oldProfileId, o.newProfileId, o.version * 2 + (o.deleted ? 1 : 0), o.deleted ? 1 : 0])
+  await batchInserterOf(ch).insert({ table: `${ch.database}.profile_overrides`, columns: ['workspace_id', 'old_profile_id', 'new_profile_id', 'version', 'deleted'] }, rows)
 }
 
 /** A copy keeps every column, the original insertion time included. */

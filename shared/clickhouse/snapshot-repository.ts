@@ -1,5 +1,5 @@
 import { batchInserterOf, type InsertTarget } from './batch-inserter.js'
-import { tsvLine } from './tsv.js'
+import { TsvRows } from './tsv.js'
 import { FilterableFields } from '../domain/segment-filter.js'
 import { FieldColumns, fieldColumnValue } from '../domain/segment-sql.js'
 import type { StoredRecord } from '../domain/user-record.js'
@@ -21,23 +21,21 @@ const UNSET_FIELDS = FieldColumns.map(() => 'null')
 
 /** Writes profile snapshots; ClickHouse keeps the highest version of each profile. */
 export async function writeSnapshots(ch: ClickHouse, snapshots: Snapshot[]): Promise<void> {
-  await batchInserterOf(ch).insert(
-    snapshotsOf(ch),
-    snapshots.map((s) => {
-      const record = s.record as unknown as Record<string, unknown>
-      const fields: (string | number)[] = [s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(record)]
-      for (const f of FilterableFields) fields.push(fieldColumnValue(record, f))
-      return tsvLine(fields)
-    }),
-  )
+  const rows = new TsvRows()
+  for (const s of snapshots) {
+    const record = s.record as unknown as Record<string, unknown>
+    const fields: (string | number)[] = [s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(record)]
+    for (const f of FilterableFields) fields.push(fieldColumnValue(record, f))
+    rows.add(fields)
+  }
+  await batchInserterOf(ch).insert(snapshotsOf(ch), rows)
 }
 
 /** Marks deleted profiles; a tombstone outranks every earlier version. */
 export async function writeTombstones(ch: ClickHouse, workspaceId: string, deleted: { id: number; version: number }[]): Promise<void> {
-  await batchInserterOf(ch).insert(
-    snapshotsOf(ch),
-    deleted.map((d) => tsvLine([workspaceId, d.id, d.version, 1, 0, '', ...UNSET_FIELDS])),
-  )
+  const rows = new TsvRows()
+  for (const d of deleted) rows.add([workspaceId, d.id, d.version, 1, 0, '', ...UNSET_FIELDS])
+  await batchInserterOf(ch).insert(snapshotsOf(ch), rows)
 }
 
 /** Current snapshots of the given profiles (deleted ones are gone). */

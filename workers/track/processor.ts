@@ -11,14 +11,17 @@ import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
 
-/** ClickHouse rows of a job's occurrences, owned by the profiles resolved when the job committed (a hot loop: no spreads). */
-export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[] {
-  const rows: EventRow[] = []
+/**
+ * ClickHouse rows of a job's occurrences, owned by the profiles resolved when the job committed,
+ * made one at a time as the insert writes them: each row dies young instead of living in a list
+ * until the insert (a hot loop: no spreads).
+ */
+export function* eventRowsOf(job: TrackJob, owners: (number | null)[]): Generator<EventRow> {
   let i = 0
   for (const e of job.events) {
     const owner = owners[i++]
     if (owner === null || owner === undefined) continue
-    rows.push({
+    yield {
       workspace_id: job.workspaceId,
       profile_id: owner,
       event_id: eventIdOf(job.requestId, 'event', e.index),
@@ -30,12 +33,12 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
       currency: '',
       price: 0,
       quantity: 0,
-    })
+    }
   }
   for (const p of job.purchases) {
     const owner = owners[i++]
     if (owner === null || owner === undefined) continue
-    rows.push({
+    yield {
       workspace_id: job.workspaceId,
       profile_id: owner,
       event_id: eventIdOf(job.requestId, 'purchase', p.index),
@@ -47,9 +50,8 @@ export function eventRowsOf(job: TrackJob, owners: (number | null)[]): EventRow[
       currency: p.currency,
       price: p.price,
       quantity: p.quantity,
-    })
+    }
   }
-  return rows
 }
 
 /**
@@ -77,8 +79,10 @@ export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTra
       }
     },
     async deliver(owed, outboxes, snapshots) {
-      const events = owed.flatMap((o) => eventRowsOf(o.entry.data, o.outbox.owners[o.key] ?? []))
-      await deliverToClickHouse(deps, outboxes, events, snapshots)
+      function* events() {
+        for (const o of owed) yield* eventRowsOf(o.entry.data, o.outbox.owners[o.key] ?? [])
+      }
+      await deliverToClickHouse(deps, outboxes, events(), snapshots)
     },
   }, deps.readsFirst)
 }

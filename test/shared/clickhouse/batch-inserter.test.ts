@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { batchInserterOf } from '../../../shared/clickhouse/batch-inserter.js'
-import { tsvLine } from '../../../shared/clickhouse/tsv.js'
+import { TsvRows } from '../../../shared/clickhouse/tsv.js'
 import { insertEvents, readEventSummaries, type EventRow } from '../../../shared/clickhouse/event-repository.js'
 import { readSnapshots, writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
@@ -42,10 +42,27 @@ describe('inserts through the group commit', () => {
     expect((await readSnapshots(env.clickhouse, 'ws-tsv', [42])).get(42)).toEqual(record)
   })
 
+  it('writes the rows of inserts made at the same moment, each caller settling once its rows are stored', async () => {
+    const rowsOf = (n: number): EventRow[] =>
+      Array.from({ length: 50 }, (_, i) => ({
+        workspace_id: 'ws-together', profile_id: n, event_id: `e-${n}-${i}`, kind: 'event', name: `caller ${n}`, app_id: '',
+        time: '2024-05-01T12:00:00.000Z', properties: '{"ü":"€"}', currency: '', price: 0, quantity: 0,
+      }))
+    // The first insert goes at once; the others gather behind it into one insert.
+    await Promise.all([1, 2, 3, 4].map((n) => insertEvents(env.clickhouse, rowsOf(n))))
+    const rs = await env.clickhouse.client.query({
+      query: `SELECT toString(profile_id) AS id, toString(count()) AS n, any(properties) AS p FROM ${env.clickhouse.database}.events WHERE workspace_id = 'ws-together' GROUP BY id ORDER BY id`,
+      format: 'JSONEachRow',
+    })
+    expect(await rs.json()).toEqual([1, 2, 3, 4].map((n) => ({ id: String(n), n: '50', p: '{"ü":"€"}' })))
+  })
+
   it('rejects the callers of an insert the engine refuses, and inserts the next batch', async () => {
     const inserter = batchInserterOf(env.clickhouse)
     const table = `${env.clickhouse.database}.no_such_table`
-    const refused = inserter.insert({ table, columns: ['a'] }, [tsvLine(['x'])])
+    const rows = new TsvRows()
+    rows.add(['x'])
+    const refused = inserter.insert({ table, columns: ['a'] }, rows)
     await expect(refused).rejects.toThrow(/no_such_table/i)
     const row: EventRow = {
       workspace_id: 'ws-after-refusal', profile_id: 1, event_id: 'e-1', kind: 'event', name: 'after', app_id: '', time: '2024-05-01T12:00:00.000Z',

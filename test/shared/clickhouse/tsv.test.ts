@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { tsvLine, tsvRows } from '../../../shared/clickhouse/tsv.js'
+import { TsvRows, tsvLine, tsvRows } from '../../../shared/clickhouse/tsv.js'
 
 describe('tsvLine', () => {
   it('joins fields with tabs and ends the line', () => {
@@ -25,5 +25,21 @@ describe('tsvRows', () => {
     const fields = ['back\\slash', 'tab\t', 'new\nline', 'cr\r', '', 'ünï €']
     expect(tsvRows(tsvLine(fields) + tsvLine(['x']))).toEqual([fields, ['x']])
     expect(tsvRows('')).toEqual([])
+  })
+})
+
+describe('TsvRows', () => {
+  it('holds the UTF-8 bytes of its rows as tsvLine writes them, also past its first buffer', () => {
+    const rows = new TsvRows()
+    expect(rows.body.length).toBe(0)
+    const lines: string[] = []
+    // ~200 KB, three-byte characters included: the buffer grows several times.
+    for (let i = 0; i < 2_000; i++) {
+      const fields = [`ws-${i}`, i, 'tab\there €€€', 'x'.repeat(i % 97), '{"a":"b\\c"}']
+      rows.add(fields)
+      lines.push(tsvLine(fields))
+    }
+    expect(rows.body.equals(Buffer.from(lines.join(''), 'utf8'))).toBe(true)
+    expect(tsvRows(rows.body.toString('utf8'))[1999]).toEqual(['ws-1999', '1999', 'tab\there €€€', 'x'.repeat(1999 % 97), '{"a":"b\\c"}'])
   })
 })

@@ -18,7 +18,7 @@ const job: TrackJob = {
 
 describe('eventRowsOf', () => {
   it('names each occurrence by its request, kind and index in the request, owned as resolved', () => {
-    expect(eventRowsOf(job, [7, 8, 7])).toEqual([
+    expect([...eventRowsOf(job, [7, 8, 7])]).toEqual([
       { workspace_id: 'ws', profile_id: 7, event_id: 'req-1:e:0', kind: 'event', name: 'opened', app_id: '', time, properties: '{"level":2}', currency: '', price: 0, quantity: 0 },
       { workspace_id: 'ws', profile_id: 8, event_id: 'req-1:e:3', kind: 'event', name: 'played', app_id: 'app', time, properties: '{}', currency: '', price: 0, quantity: 0 },
       { workspace_id: 'ws', profile_id: 7, event_id: 'req-1:p:1', kind: 'purchase', name: 'sku', app_id: '', time, properties: '{}', currency: 'USD', price: 2.5, quantity: 2 },
@@ -26,6 +26,6 @@ describe('eventRowsOf', () => {
   })
 
   it('leaves out occurrences whose user was not found', () => {
-    expect(eventRowsOf(job, [null, 8, null]).map((r) => r.event_id)).toEqual(['req-1:e:3'])
+    expect([...eventRowsOf(job, [null, 8, null])].map((r) => r.event_id)).toEqual(['req-1:e:3'])
   })
 })
