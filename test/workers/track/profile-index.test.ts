@@ -63,6 +63,27 @@ describe('ProfileIndex look-ups', () => {
     expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(ann)
     expect(index.find({ kind: 'phone', value: '+4712345678' })).toBe(ann)
   })
+
+  it('ranks the holders of a shared address by the times of their keys, whatever order they were read in', () => {
+    const at = (month: number) => `2026-0${month}-01T00:00:00.000Z`
+    const holders = [
+      profile(11, { email: 'team@example.com', phone: '+4790000001', updated_at: at(5) }),
+      profile(12, { email: 'team@example.com', updated_at: at(2) }),
+      profile(13, { email: 'team@example.com', phone: '+4790000001', updated_at: at(3) }),
+      profile(14, { phone: '+4790000001', updated_at: at(4) }),
+      // Alone at its address: updated last of all, it is compared with nobody.
+      profile(15, { email: 'solo@example.com', updated_at: at(9) }),
+    ]
+    // The keys of 12 carry a later occurrence than its row's update (withLastOccurrences): the keys decide.
+    const keys = [holders[4], holders[0], holders[3], { ...holders[1], updated_at: at(7) }, holders[2]]
+    const index = new ProfileIndex({ keys, aliasOwner: new Map(), records: holders.map((profile) => ({ profile, parts: noParts() })) }, WS, [], NOW)
+    expect(index.find({ kind: 'email', value: 'team@example.com' })?.id).toBe(12)
+    expect(index.find({ kind: 'phone', value: '+4790000001' })?.id).toBe(11)
+    expect(index.find({ kind: 'email', value: 'solo@example.com' })?.id).toBe(15)
+    index.addOccurrence(holders[2])
+    expect(index.find({ kind: 'email', value: 'team@example.com' })?.id).toBe(13)
+    expect(index.find({ kind: 'phone', value: '+4790000001' })?.id).toBe(13)
+  })
 })
 
 describe('ProfileIndex changes', () => {
