@@ -24,6 +24,33 @@ const trackAndWait = (body: unknown) => env.writeAndWait(ws.key, '/users/track',
 const read = (body: unknown) => env.readUsers(ws.key, body)
 
 describe('POST /users/track', () => {
+  it('refuses an object holding a NUL or an unpaired surrogate, naming the field, and applies the rest, in UTF-8 as in UTF-16', async () => {
+    const body = JSON.stringify({
+      attributes: [
+        { external_id: 'nul-1', note: 'a\u0000b' },
+        { external_id: 'nul-2', plan: 'kept' },
+      ],
+      events: [{ external_id: 'nul-2', name: 'opened', time: new Date().toISOString(), properties: { ['k\ud800']: 1 } }],
+    })
+    for (const [charset, bytes] of [['utf-8', Buffer.from(body, 'utf8')], ['utf-16le', Buffer.from(body, 'utf16le')]] as const) {
+      const res = await fetch(`${env.baseUrl}/users/track`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ws.key}`, 'content-type': `application/json; charset=${charset}` },
+        body: bytes,
+      })
+      expect(res.status, charset).toBe(201)
+      expect(await res.json()).toEqual({
+        message: 'success',
+        attributes_processed: 1,
+        events_processed: 0,
+        errors: [
+          { type: 'invalid_object', input_array: 'attributes', index: 0, message: 'attributes[0].note: must not contain the NUL character (\\u0000)' },
+          { type: 'invalid_object', input_array: 'events', index: 0, message: 'events[0].properties: keys must not contain an unpaired surrogate (\\ud800 to \\udfff), which is not Unicode' },
+        ],
+      })
+    }
+  })
+
   it('creates a profile with standard fields and custom attributes, read back through /users/export/ids', async () => {
     const { response } = await trackAndWait({
       attributes: [
