@@ -6,10 +6,7 @@ const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '
 /** What the engine's escapes in TabSeparated output stand for; any other escaped character stands for itself. */
 const TSV_UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', '0': '\0' }
 
-/**
- * One row as a TabSeparated line, made by one join: appending field by field left a chain of
- * string pieces per row that lived until its insert (most of what a snapshot row allocated).
- */
+/** One row as a TabSeparated line. */
 export function tsvLine(fields: readonly (string | number)[]): string {
   const texts = new Array<string>(fields.length)
   for (let i = 0; i < fields.length; i++) {
@@ -25,7 +22,7 @@ export function tsvLine(fields: readonly (string | number)[]): string {
  * no joined text is built and encoded again on the main thread.
  */
 export class TsvRows {
-  private bytes = Buffer.allocUnsafe(64 * 1024)
+  private bytes = Buffer.alloc(0)
   private size = 0
 
   /** Appends one row of fields, escaped as tsvLine escapes them. */
@@ -33,7 +30,8 @@ export class TsvRows {
     const line = tsvLine(fields)
     // UTF-8 takes at most three bytes per UTF-16 code unit.
     if (this.size + 3 * line.length > this.bytes.length) {
-      const grown = Buffer.allocUnsafe(Math.max(2 * this.bytes.length, this.size + 3 * line.length))
+      // Nothing until the first row: a delivery makes one per table, most of them empty (merge overrides).
+      const grown = Buffer.allocUnsafe(Math.max(64 * 1024, 2 * this.bytes.length, this.size + 3 * line.length))
       this.bytes.copy(grown, 0, 0, this.size)
       this.bytes = grown
     }
