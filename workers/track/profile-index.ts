@@ -95,7 +95,7 @@ export class ProfileIndex {
   private readonly byServiceId = new Map<string, ProfileKeys>()
   private readonly byEmail = new Map<string, Set<ProfileKeys>>()
   private readonly byPhone = new Map<string, Set<ProfileKeys>>()
-  /** Higher = more recently updated; profiles this batch touches become the most recent. */
+  /** Higher = more recently updated, among holders of one email or phone (the only ones compared); profiles this batch touches become the most recent. */
   private readonly recency = new Map<number, number>()
   private clock = 0
 
