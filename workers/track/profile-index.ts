@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { aliasKey, UPDATED_COLUMNS, type ProfileKeys, type ProfileRow, type UpdatedColumn } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
+import { sharingAnAddress } from '../../shared/domain/prioritization.js'
 import { NoProfileFields } from '../../shared/domain/profile-fields.js'
 import { byteOrder, storedRecordOf, type ProfileParts, type StoredRecord } from '../../shared/domain/user-record.js'
 
@@ -118,10 +119,7 @@ export class ProfileIndex {
     // Recency only decides between holders of one email or phone (find): those are ranked by their
     // update times, above the rest, whose order never matters. Sorting every key by time was a
     // tenth of the index's time, for the few that share an address.
-    const sharing = new Set<number>()
-    for (const byAddress of [this.byEmail, this.byPhone]) {
-      for (const holders of byAddress.values()) if (holders.size > 1) for (const p of holders) sharing.add(p.id)
-    }
+    const sharing = new Set(sharingAnAddress(loaded.keys))
     if (sharing.size === 0) return
     // ISO times in one format compare as strings; localeCompare weighed more than the rest of the index.
     const ranked = loaded.keys.filter((k) => sharing.has(k.id)).sort((a, b) => (a.updated_at < b.updated_at ? -1 : a.updated_at > b.updated_at ? 1 : a.id - b.id))
