@@ -1,4 +1,4 @@
-import { batchInserterOf } from './batch-inserter.js'
+import { batchInserterOf, REPLACING_INSERT } from './batch-inserter.js'
 import { TsvRows, tsvRows } from './tsv.js'
 import type { ClickHouse } from './client.js'
 import { EVENT_OWNER, ownedEvents, type HistoryTables } from '../domain/segment-sql.js'
@@ -22,7 +22,7 @@ export interface EventRow {
 /** The columns an occurrence is written with (`inserted_at` takes its default). */
 export const EVENT_COLUMNS = ['workspace_id', 'profile_id', 'event_id', 'kind', 'name', 'app_id', 'time', 'properties', 'currency', 'price', 'quantity'] as const
 // Times arrive as ISO 8601 with a T and a Z.
-const settings = { date_time_input_format: 'best_effort' } as const
+const settings = { ...REPLACING_INSERT, date_time_input_format: 'best_effort' } as const
 
 /**
  * Inserts occurrences through the process's group commit. A retried job may write its rows a

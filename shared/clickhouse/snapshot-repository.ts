@@ -1,4 +1,4 @@
-import { batchInserterOf, type InsertTarget } from './batch-inserter.js'
+import { batchInserterOf, REPLACING_INSERT, type InsertTarget } from './batch-inserter.js'
 import { TsvRows } from './tsv.js'
 import { FilterableFields } from '../domain/segment-filter.js'
 import { FieldColumns, fieldColumnValue } from '../domain/segment-sql.js'
@@ -16,6 +16,7 @@ export interface Snapshot {
 const snapshotsOf = (ch: ClickHouse): InsertTarget => ({
   table: `${ch.database}.profile_snapshots`,
   columns: ['workspace_id', 'profile_id', 'version', 'deleted', 'random_bucket', 'record', ...FieldColumns],
+  settings: REPLACING_INSERT,
 })
 const UNSET_FIELDS = FieldColumns.map(() => 'null')
 

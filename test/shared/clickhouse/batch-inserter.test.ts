@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { batchInserterOf } from '../../../shared/clickhouse/batch-inserter.js'
 import { TsvRows } from '../../../shared/clickhouse/tsv.js'
-import { insertEvents, readEventSummaries, type EventRow } from '../../../shared/clickhouse/event-repository.js'
+import { countEvents, insertEvents, readEventSummaries, type EventRow } from '../../../shared/clickhouse/event-repository.js'
 import { readSnapshots, writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
 
@@ -40,6 +40,30 @@ describe('inserts through the group commit', () => {
     const record = { created_at: '2024-05-01T12:00:00.000Z', service_id: 's-1', random_bucket: 9, first_name: awkward, custom_attributes: { note: 'a\\b' } }
     await writeSnapshots(env.clickhouse, [{ workspace_id: 'ws-tsv', profile_id: 42, version: 1, random_bucket: 9, record }])
     expect((await readSnapshots(env.clickhouse, 'ws-tsv', [42])).get(42)).toEqual(record)
+  })
+
+  it('leaves rows of one insert that share a key for the reads to tell apart: the newest snapshot, each event once', async () => {
+    const record = (v: number) => ({ created_at: '2024-05-01T12:00:00.000Z', service_id: 's-2', random_bucket: 3, first_name: `v${v}` })
+    // One insert holding two versions of a profile, the newer first, and an event twice (a delivery repeated inside one insert).
+    await writeSnapshots(env.clickhouse, [2, 1].map((version) => ({ workspace_id: 'ws-dup', profile_id: 7, version, random_bucket: 3, record: record(version) })))
+    const event: EventRow = {
+      workspace_id: 'ws-dup', profile_id: 7, event_id: 'req-dup:e:0', kind: 'event', name: 'twice', app_id: '',
+      time: '2024-05-01T12:00:00.000Z', properties: '{}', currency: '', price: 0, quantity: 0,
+    }
+    await insertEvents(env.clickhouse, [event, event])
+    // Stored as sent (the insert does not collapse them: REPLACING_INSERT) ...
+    const stored = await env.clickhouse.client.query({
+      query: `SELECT (SELECT count() FROM ${env.clickhouse.database}.events WHERE workspace_id = 'ws-dup') AS events,
+                     (SELECT count() FROM ${env.clickhouse.database}.profile_snapshots WHERE workspace_id = 'ws-dup') AS snapshots`,
+      format: 'JSONEachRow',
+    })
+    expect(await stored.json()).toEqual([{ events: 2, snapshots: 2 }])
+    // ... and read as one.
+    expect((await readSnapshots(env.clickhouse, 'ws-dup', [7])).get(7)).toEqual(record(2))
+    expect(await countEvents(env.clickhouse, 'ws-dup', [7])).toEqual([{ kind: 'event', n: 1 }])
+    expect((await readEventSummaries(env.clickhouse, 'ws-dup', [7])).get(7)).toEqual([
+      { kind: 'event', name: 'twice', first: '2024-05-01T12:00:00.000Z', last: '2024-05-01T12:00:00.000Z', count: 1 },
+    ])
   })
 
   it('writes the rows of inserts made at the same moment, each caller settling once its rows are stored', async () => {
