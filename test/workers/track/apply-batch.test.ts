@@ -84,3 +84,51 @@ describe('batches of two partitions naming one user', () => {
     expect(profile.rows).toEqual([{ first_name: 'Ada', version: 2 }])
   })
 })
+
+describe('a profile an attributes object names by external id', () => {
+  it('is locked by its batch: owning its events, held against other writers, one profile with its other keys', async () => {
+    const ws = randomUUID()
+    const [externalId, email] = [`x-${randomUUID()}`, `u-${randomUUID()}@example.com`]
+    const created = await env.ctx.pg.query<{ id: number }>(
+      `INSERT INTO profiles (workspace_id, service_id, external_id, email, random_bucket) VALUES ($1, $2, $3, $4, 1) RETURNING id`,
+      [ws, randomUUID(), externalId, email],
+    )
+    const id = created.rows[0].id
+    const time = '2026-01-01T00:00:00.000Z'
+    const attributes = (identifier: { kind: 'external_id' | 'email'; value: string }, fields: Record<string, string>) => ({
+      index: 0, identifier, pushTokenImport: false, fields, custom: {}, pushTokens: [], subscriptionGroups: [],
+    })
+    const event = (index: number, identifier: { kind: 'external_id' | 'email'; value: string }) => ({ index, identifier, time, properties: {}, name: 'played' })
+
+    // Named by its external id alone.
+    const first = await transaction()
+    const applied = await applyTrackJobs(
+      first,
+      [{ key: 'a', job: job(ws, { attributes: [attributes({ kind: 'external_id', value: externalId }, { first_name: 'Ada' })], events: [event(0, { kind: 'external_id', value: externalId })] }) }],
+      time,
+      noOccurrences,
+    )
+    // Another partition's batch naming the same user by email waits for the first one's lock (here: gives up after a second).
+    const second = await transaction()
+    await expect(
+      applyTrackJobs(second, [{ key: 'b', job: job(ws, { attributes: [attributes({ kind: 'email', value: email }, { first_name: 'Grace' })] }) }], time, noOccurrences),
+    ).rejects.toMatchObject({ code: '55P03' })
+    await second.query('ROLLBACK')
+    second.release()
+    await commit(first)
+    expect(applied.owners.get('a')).toEqual([id])
+
+    // Named by its external id and, in an event, by its email: read by both, one profile.
+    const third = await transaction()
+    const both = await applyTrackJobs(
+      third,
+      [{ key: 'c', job: job(ws, { attributes: [attributes({ kind: 'external_id', value: externalId }, { last_name: 'Lovelace' })], events: [event(0, { kind: 'email', value: email })] }) }],
+      time,
+      noOccurrences,
+    )
+    await commit(third)
+    expect(both.owners.get('c')).toEqual([id])
+    const profiles = await env.ctx.pg.query('SELECT id, first_name, last_name, version FROM profiles WHERE workspace_id = $1', [ws])
+    expect(profiles.rows).toEqual([{ id, first_name: 'Ada', last_name: 'Lovelace', version: 3 }])
+  })
+})
