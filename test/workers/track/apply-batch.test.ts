@@ -99,33 +99,22 @@ describe('a profile an attributes object names by external id', () => {
       index: 0, identifier, pushTokenImport: false, fields, custom: {}, pushTokens: [], subscriptionGroups: [],
     })
     const event = (index: number, identifier: { kind: 'external_id' | 'email'; value: string }) => ({ index, identifier, time, properties: {}, name: 'played' })
+    const apply = (db: pg.PoolClient, key: string, parts: Partial<TrackJob>) => applyTrackJobs(db, [{ key, job: job(ws, parts) }], time, noOccurrences)
 
     // Named by its external id alone.
     const first = await transaction()
-    const applied = await applyTrackJobs(
-      first,
-      [{ key: 'a', job: job(ws, { attributes: [attributes({ kind: 'external_id', value: externalId }, { first_name: 'Ada' })], events: [event(0, { kind: 'external_id', value: externalId })] }) }],
-      time,
-      noOccurrences,
-    )
+    const applied = await apply(first, 'a', { attributes: [attributes({ kind: 'external_id', value: externalId }, { first_name: 'Ada' })], events: [event(0, { kind: 'external_id', value: externalId })] })
     // Another partition's batch naming the same user by email waits for the first one's lock (here: gives up after a second).
     const second = await transaction()
-    await expect(
-      applyTrackJobs(second, [{ key: 'b', job: job(ws, { attributes: [attributes({ kind: 'email', value: email }, { first_name: 'Grace' })] }) }], time, noOccurrences),
-    ).rejects.toMatchObject({ code: '55P03' })
+    await expect(apply(second, 'b', { attributes: [attributes({ kind: 'email', value: email }, { first_name: 'Grace' })] })).rejects.toMatchObject({ code: '55P03' })
     await second.query('ROLLBACK')
     second.release()
     await commit(first)
     expect(applied.owners.get('a')).toEqual([id])
 
-    // Named by its external id and, in an event, by its email: read by both, one profile.
+    // Named by its external id and, in an event, by its email: found by both, one profile.
     const third = await transaction()
-    const both = await applyTrackJobs(
-      third,
-      [{ key: 'c', job: job(ws, { attributes: [attributes({ kind: 'external_id', value: externalId }, { last_name: 'Lovelace' })], events: [event(0, { kind: 'email', value: email })] }) }],
-      time,
-      noOccurrences,
-    )
+    const both = await apply(third, 'c', { attributes: [attributes({ kind: 'external_id', value: externalId }, { last_name: 'Lovelace' })], events: [event(0, { kind: 'email', value: email })] })
     await commit(third)
     expect(both.owners.get('c')).toEqual([id])
     const profiles = await env.ctx.pg.query('SELECT id, first_name, last_name, version FROM profiles WHERE workspace_id = $1', [ws])
