@@ -107,7 +107,12 @@ export function parseAttributes(raw: unknown, index: number): AttributeOp {
     }
   }
   const after = checkAttributesAfter(obj, at)
-  return { index, identifier, updateExistingOnly: after._update_existing_only, pushTokenImport, fields, custom, pushTokens, subscriptionGroups: after.subscription_groups }
+  const op: AttributeOp = { index, identifier, updateExistingOnly: after._update_existing_only, fields, custom }
+  // Members holding nothing stay out of the job's payload (track-jobs.ts).
+  if (pushTokenImport) op.pushTokenImport = true
+  if (pushTokens.length) op.pushTokens = pushTokens
+  if (after.subscription_groups.length) op.subscriptionGroups = after.subscription_groups
+  return op
 }
 
 /** What an event and a purchase share after their identifier: in which app, when, and what else was said. */

@@ -1,6 +1,6 @@
 import { identifierKey, partitionOf, partitionOfKey, type Identifier } from '../domain/identifiers.js'
 import type { QueuedJob } from './jobs.js'
-import type { AttributeOp, EmailStateChange, EventOp, PurchaseOp, SubscriptionChange, TrackJob } from './track-jobs.js'
+import { pushTokensOf, type AttributeOp, type EmailStateChange, type EventOp, type PurchaseOp, type SubscriptionChange, type TrackJob } from './track-jobs.js'
 
 /** The request a producer splits into track jobs. */
 interface TrackRequest {
@@ -90,7 +90,8 @@ const isPrimary = (id: Identifier) => id.kind === 'external_id' || id.kind === '
 
 /** A push-token import names no user: its anonymous profile goes by its first token. */
 function pushTokenKeyOf(op: AttributeOp): string {
-  return `push_token:${op.pushTokens[0].app_id}\u0000${op.pushTokens[0].token}`
+  const [first] = pushTokensOf(op)
+  return `push_token:${first.app_id}\u0000${first.token}`
 }
 
 /** The jobs of a /users/track request: its objects split by partition, in request order inside each. */

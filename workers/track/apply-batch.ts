@@ -23,7 +23,7 @@ import { findSubscriptionGroups } from '../../shared/db/repositories/subscriptio
 import { loadRecordParts } from '../../shared/db/repositories/user-record-repository.js'
 import { identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
 import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
-import type { TrackJob } from '../../shared/queue/track-jobs.js'
+import { pushTokensOf, subscriptionGroupsOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, type TrackApplyError, type TrackBatch } from './apply-objects.js'
 import { ProfileIndex, profilesToRead } from './profile-index.js'
 import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
@@ -69,7 +69,7 @@ function lookupOf(ids: Identifier[]): ProfileLookup {
 function creationsAtMost(jobs: TrackJob[], ids: Identifier[], index: ProfileIndex): number {
   const creators = new Set<string>()
   let imports = 0
-  for (const job of jobs) for (const a of job.attributes) if (a.pushTokenImport) imports += a.pushTokens.length
+  for (const job of jobs) for (const a of job.attributes) if (a.pushTokenImport) imports += pushTokensOf(a).length
   for (const id of ids) if (id.kind === 'email' || id.kind === 'phone' || !index.find(id)) creators.add(identifierKey(id))
   return imports + creators.size
 }
@@ -82,13 +82,13 @@ export function isPlainTrackJob(job: TrackJob): boolean {
   return (
     job.subscriptionChanges.length === 0 &&
     job.emailStateChanges.length === 0 &&
-    job.attributes.every((a) => !a.pushTokenImport && a.pushTokens.length === 0 && a.subscriptionGroups.length === 0 && a.fields.email_subscribe === undefined)
+    job.attributes.every((a) => !a.pushTokenImport && pushTokensOf(a).length === 0 && subscriptionGroupsOf(a).length === 0 && a.fields.email_subscribe === undefined)
   )
 }
 
 /** Whether a job sets push tokens, which can leave a push-import profile without any, to be deleted. */
 function movesPushTokens(job: TrackJob): boolean {
-  return job.attributes.some((a) => a.pushTokenImport || a.pushTokens.length > 0)
+  return job.attributes.some((a) => a.pushTokenImport || pushTokensOf(a).length > 0)
 }
 
 /** What a batch's commit leaves for ClickHouse and for the requests' progress. */
@@ -152,8 +152,8 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
   const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
-  const tokens = jobs.flatMap((job) => job.attributes.flatMap((a) => a.pushTokens))
-  const groupIds = [...new Set(jobs.flatMap((job) => job.attributes.flatMap((a) => a.subscriptionGroups.map((g) => g.subscription_group_id))))]
+  const tokens = jobs.flatMap((job) => job.attributes.flatMap(pushTokensOf))
+  const groupIds = [...new Set(jobs.flatMap((job) => job.attributes.flatMap((a) => subscriptionGroupsOf(a).map((g) => g.subscription_group_id))))]
   return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
 }
 

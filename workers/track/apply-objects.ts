@@ -5,7 +5,7 @@ import type { PushTokenRow } from '../../shared/db/repositories/push-token-repos
 import { applyCustomAttribute } from '../../shared/domain/attributes.js'
 import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
 import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
-import { isStoredTime, type AttributeOp, type EventOp, type PurchaseOp, type TrackJob } from '../../shared/queue/track-jobs.js'
+import { isStoredTime, pushTokensOf, subscriptionGroupsOf, type AttributeOp, type EventOp, type PurchaseOp, type TrackJob } from '../../shared/queue/track-jobs.js'
 import type { ProfileIndex } from './profile-index.js'
 
 /** A track object the worker could not apply; the rest of its request is applied. */
@@ -98,14 +98,14 @@ export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: Attr
   }
   if (op.fields.push_subscribe === 'opted_in' && pushSubscribeBefore !== 'opted_in') profile.push_opted_in_at = batch.now
   for (const name in op.custom) applyCustomAttribute(profile.custom_attributes, name, op.custom[name])
-  for (const t of op.pushTokens) {
+  for (const t of pushTokensOf(op)) {
     const key = tokenKey(t.app_id, t.token)
     const owner = batch.tokenWrites.get(key)?.profile_id ?? batch.tokenOwners.get(key)?.profile_id
     if (owner !== undefined && owner !== profile.id) batch.formerTokenOwners.add(owner)
     batch.tokenWrites.set(key, { app_id: t.app_id, token: t.token, profile_id: profile.id, device_id: t.device_id ?? null })
   }
   const groupChanges: ProfileSubscription[] = []
-  for (const g of op.subscriptionGroups) {
+  for (const g of subscriptionGroupsOf(op)) {
     if (!batch.groups.has(g.subscription_group_id)) {
       errors.push({ type: 'unknown_subscription_group', input_array: 'attributes', index: op.index, message: `unknown subscription_group_id ${g.subscription_group_id}` })
       continue
@@ -123,7 +123,7 @@ export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: Attr
 
 /** A push-token import: an anonymous profile for each token nobody holds yet. */
 export function importPushTokens(batch: TrackBatch, op: AttributeOp, errors: TrackApplyError[]): void {
-  for (const t of op.pushTokens) {
+  for (const t of pushTokensOf(op)) {
     const key = tokenKey(t.app_id, t.token)
     if (batch.tokenOwners.has(key) || batch.tokenWrites.has(key)) continue
     applyAttributes(batch, batch.profiles.create(undefined, { anonymous: true }), { ...op, pushTokens: [t] }, errors)

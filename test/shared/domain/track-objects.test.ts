@@ -54,7 +54,6 @@ describe('attributes objects', () => {
       index: 4,
       identifier: { kind: 'external_id', value: 'u1' },
       updateExistingOnly: true,
-      pushTokenImport: false,
       fields: {
         email: 'ann@example.com',
         phone: '+14155552671',
@@ -67,9 +66,19 @@ describe('attributes objects', () => {
         email_subscribe: 'opted_in',
       },
       custom: { visits: { inc: 2 }, tags: { add: ['a'], remove: ['b'] }, plan: 'gold' },
-      pushTokens: [],
       subscriptionGroups: [{ subscription_group_id: 'g1', subscription_state: 'subscribed' }],
     })
+  })
+
+  it('leaves out of the job what holds nothing: no push-token import, no tokens, no subscription groups', () => {
+    expect(JSON.stringify(parseAttributes({ external_id: 'u1', plan: 'gold' }, 0))).toBe(
+      '{"index":0,"identifier":{"kind":"external_id","value":"u1"},"fields":{},"custom":{"plan":"gold"}}',
+    )
+    const tokens = parseAttributes({ external_id: 'u1', push_tokens: [{ app_id: 'a', token: 't' }] }, 0)
+    expect(tokens).toMatchObject({ pushTokens: [{ app_id: 'a', token: 't' }] })
+    expect(tokens).not.toHaveProperty('pushTokenImport')
+    expect(tokens).not.toHaveProperty('subscriptionGroups')
+    expect(parseAttributes({ push_token_import: true, push_tokens: [{ app_id: 'a', token: 't' }] }, 0)).toMatchObject({ pushTokenImport: true, identifier: undefined })
   })
 
   it('is identified by email, then phone, when it names no external_id, user_alias or service_id', () => {
