@@ -12,6 +12,11 @@ export const StandardFields = z.object(
 )
 export type StandardFields = z.infer<typeof StandardFields>
 
+/** A push token an attributes object sets on its profile. */
+const PushTokenOp = z.object({ app_id: z.string(), token: z.string(), device_id: z.string().optional() })
+/** A subscription group state an attributes object sets. */
+const GroupStateOp = z.object({ subscription_group_id: z.string(), subscription_state: z.enum(['subscribed', 'unsubscribed']) })
+
 export const AttributeOp = z.object({
   index: z.number().int(),
   /** Absent only for a push-token import, which creates anonymous profiles per token. */
@@ -24,18 +29,16 @@ export const AttributeOp = z.object({
   fields: StandardFields,
   /** Custom attribute name -> raw value form (plain, array, {inc}, {add,remove}, null). */
   custom: z.record(z.string(), z.unknown()),
-  pushTokens: z.array(z.object({ app_id: z.string(), token: z.string(), device_id: z.string().optional() })).optional(),
-  subscriptionGroups: z
-    .array(z.object({ subscription_group_id: z.string(), subscription_state: z.enum(['subscribed', 'unsubscribed']) }))
-    .optional(),
+  pushTokens: z.array(PushTokenOp).optional(),
+  subscriptionGroups: z.array(GroupStateOp).optional(),
 })
 export type AttributeOp = z.infer<typeof AttributeOp>
 
 const NONE: readonly never[] = []
 /** The push tokens an attributes object sets (none when its payload leaves them out). */
-export const pushTokensOf = (op: AttributeOp): readonly NonNullable<AttributeOp['pushTokens']>[number][] => op.pushTokens ?? NONE
+export const pushTokensOf = (op: AttributeOp): readonly z.infer<typeof PushTokenOp>[] => op.pushTokens ?? NONE
 /** The subscription group states an attributes object sets (none when its payload leaves them out). */
-export const subscriptionGroupsOf = (op: AttributeOp): readonly NonNullable<AttributeOp['subscriptionGroups']>[number][] => op.subscriptionGroups ?? NONE
+export const subscriptionGroupsOf = (op: AttributeOp): readonly z.infer<typeof GroupStateOp>[] => op.subscriptionGroups ?? NONE
 
 /**
  * An occurrence's id in the event history, fixed at acceptance: its request, kind and position
