@@ -157,13 +157,6 @@ function script(lua: string) {
   }
 }
 
-/**
- * Reports per script call. Redis runs one script at a time: a whole batch's (up to 513 jobs, about
- * twelve commands each) held every other client, the API's requests among them, for 10-23 ms
- * under a long send (SLOWLOG).
- */
-const REPORTS_PER_CALL = 64
-
 const createScript = script(CREATE)
 const reportScript = script(REPORT)
 const releaseScript = script(RELEASE)
@@ -231,21 +224,20 @@ export class RequestTracker {
   }
 
   /**
-   * Records the end of jobs, one script call per REPORTS_PER_CALL of them. Idempotent per job: a
+   * Records the end of jobs, one round trip (one script) for a whole batch. Idempotent per job: a
    * job reported twice (a replay after a crash) records its errors once, counts once and gives its
    * backlog share back once. Returns the requests these reports finished (each once, also under replays).
    */
   async reportJobs(reports: JobReport[]): Promise<FinishedRequest[]> {
-    const finished: FinishedRequest[] = []
-    for (let from = 0; from < reports.length; from += REPORTS_PER_CALL) {
-      const args: (string | number)[] = [`${this.prefix}:request:`, TTL_SECONDS]
-      for (const r of reports.slice(from, from + REPORTS_PER_CALL)) {
-        const errors = (r.errors ?? []).map((e) => JSON.stringify(e))
-        args.push(r.requestId, r.jobKey, r.status, errors.length, ...errors)
-      }
-      const flat = (await reportScript(this.redis, [this.backlogKey], args)) as number[]
-      for (let i = 0; i < flat.length; i += 2) finished.push({ report: from + flat[i], status: flat[i + 1] ? 'failed' : 'done' })
+    if (reports.length === 0) return []
+    const args: (string | number)[] = [`${this.prefix}:request:`, TTL_SECONDS]
+    for (const r of reports) {
+      const errors = (r.errors ?? []).map((e) => JSON.stringify(e))
+      args.push(r.requestId, r.jobKey, r.status, errors.length, ...errors)
     }
+    const flat = (await reportScript(this.redis, [this.backlogKey], args)) as number[]
+    const finished: FinishedRequest[] = []
+    for (let i = 0; i < flat.length; i += 2) finished.push({ report: flat[i], status: flat[i + 1] ? 'failed' : 'done' })
     return finished
   }
 

@@ -81,12 +81,8 @@ export async function oldestWaiting(
   return { jobs, cut: cut === 1 }
 }
 
-/** Jobs removed per script call: a whole batch's (512 list entries and hashes) held Redis, and so the API, for up to 11 ms (SLOWLOG). */
-const REMOVALS_PER_CALL = 128
-
-/** Removes waiting jobs (ids oldest first) with their hashes, the oldest first, so each call removes the list's oldest entries. */
+/** Removes waiting jobs (ids oldest first) with their hashes. */
 export async function removeWaiting(redis: Redis, queue: Queue, ids: string[]): Promise<void> {
-  for (let from = 0; from < ids.length; from += REMOVALS_PER_CALL) {
-    await redis.eval(REMOVE, 1, queue.keys.wait, queue.toKey(''), ...ids.slice(from, from + REMOVALS_PER_CALL))
-  }
+  if (ids.length === 0) return
+  await redis.eval(REMOVE, 1, queue.keys.wait, queue.toKey(''), ...ids)
 }

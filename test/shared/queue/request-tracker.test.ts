@@ -92,21 +92,6 @@ describe('request tracker batch API', () => {
     expect(await tracker.get('r1', 'ws2')).toBeUndefined()
   })
 
-  it('reports a batch larger than one script call takes, finishing each request once at its own position', async () => {
-    // 150 requests of two jobs each; the batch reports the second job of each, so every report finishes its request.
-    for (let r = 0; r < 150; r++) await tracker.create(`q${r}`, 'ws1', 2, [], { shares: [0, 1].map((j) => ({ jobKey: `q${r}_${j}`, objects: 1 })) })
-    await tracker.reportJobs(Array.from({ length: 150 }, (_, r) => ({ requestId: `q${r}`, jobKey: `q${r}_0`, status: 'done' as const })))
-    expect((await tracker.backlog()).all).toBe(150)
-    const batch = Array.from({ length: 150 }, (_, r) => ({ requestId: `q${r}`, jobKey: `q${r}_1`, status: r === 140 ? ('failed' as const) : ('done' as const) }))
-    let finished: unknown
-    // Three script calls (64 reports each at most), one round trip each; the script is loaded by the reports above.
-    expect(await writesWhile(async () => void (finished = await tracker.reportJobs(batch)))).toBe(3)
-    expect(finished).toEqual(batch.map((b, r) => ({ report: r, status: b.status })))
-    expect((await tracker.backlog()).all).toBe(0)
-    expect(await tracker.get('q140', 'ws1')).toMatchObject({ status: 'failed' })
-    expect(await tracker.get('q149', 'ws1')).toMatchObject({ status: 'done' })
-  })
-
   it('refuses a request that would overfill the workspace or the whole backlog, recording nothing', async () => {
     const bound = { all: 10, workspace: 6 }
     expect(await tracker.create('a1', 'wsA', 1, [], { shares: [{ jobKey: 'a1_0', objects: 5 }], bound })).toBeUndefined()

@@ -61,14 +61,6 @@ describe('waiting jobs read and removed a batch at a time', () => {
     expect(await queue.getWaitingCount()).toBe(2)
   })
 
-  it('removes a batch larger than one script call takes, oldest first, leaving the rest in order', async () => {
-    const ids = await fill('long', 300)
-    const queue = queues.get('long')
-    await removeWaiting(redis, queue, ids.slice(0, 290))
-    expect((await queue.getWaiting(0, -1)).map((j) => j.id)).toEqual(ids.slice(290))
-    for (const id of [ids[0], ids[127], ids[128], ids[289]]) expect(await queue.getJob(id)).toBeUndefined()
-  })
-
   it('removes by id when the jobs are not the oldest in the list', async () => {
     const ids = await fill('scattered', 5)
     const queue = queues.get('scattered')
