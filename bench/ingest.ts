@@ -7,6 +7,8 @@ import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { WORKER_NICE } from '../bin/process-flags.js'
 import { withLayout, type Layout } from './layout.js'
 import { acceptedToDone, allFinished, fullLoad, openLoop, post, round, summarize, whileDraining, type Target } from './load.js'
+import { meterCpu } from './cpu.js'
+import { benchPostmasterPid } from './postgres.js'
 import { readPreloaded, serviceEnv } from './preload.js'
 
 const mode = process.argv[2] === 'split' ? 'split' : 'embedded'
@@ -29,13 +31,22 @@ async function fullIngest(t: Target, bodies: string[]) {
 }
 
 /**
- * Small requests at a fixed rate with the worker applying them: API latency, and how long after
- * the last send every request is `done`.
+ * Small requests at a fixed rate with the worker applying them: API latency, how long after the
+ * last send every request is `done`, and what they cost: the cores each process used from the
+ * first send (warm-up included) to the last request done, and so each one's CPU per request.
+ * Whether the machine was full tells a saturated machine's p99 from a service's stall.
  */
-async function smallAtRate(t: Target, prefix: string) {
+async function smallAtRate(layout: Layout, t: Target, prefix: string) {
+  const cpu = meterCpu({ processes: layout.pids(), trees: { postgres: benchPostmasterPid() } })
+  const startedAt = performance.now()
   const run = await openLoop({ ...SMALL, warmUpSeconds: WARM_UP_SECONDS, send: smallSender(t, prefix) })
   const ids = run.samples.filter((s) => s.requestId && s.status < 300).map((s) => s.requestId!)
   const c = await allFinished(t, ids, { pollMs: 10, deadline: run.lastSendAt + SMALL_DONE_DEADLINE_MS })
+  cpu.stop()
+  const cores = c.doneAt === undefined ? undefined : cpu.coresBetween(startedAt, c.doneAt)
+  const sent = Math.round(SMALL.rps * (SMALL.seconds + WARM_UP_SECONDS))
+  const span = c.doneAt === undefined ? 0 : (c.doneAt - startedAt) / 1000
+  const cpuMsPerRequest = cores && Object.fromEntries(['api', 'worker', 'postgres'].map((name) => [name, round((cores[name] * span * 1000) / sent)]))
   return {
     rps: run.rps,
     seconds: run.seconds,
@@ -47,6 +58,9 @@ async function smallAtRate(t: Target, prefix: string) {
     notDoneAtDeadline: c.pending,
     failedApplying: c.failed,
     completionResolutionMs: c.pollMs,
+    /** Cores in use from the first send to the last request seen done: api, worker, postgres, idle, other (Redis, the sender). */
+    cores,
+    cpuMsPerRequest,
   }
 }
 
@@ -96,7 +110,7 @@ async function main() {
     const full = await fullIngest(t, bodies)
     let figures: Record<string, unknown> = {}
     if (mode === 'split') {
-      const smallRequests = await smallAtRate(t, `s${tag}-`)
+      const smallRequests = await smallAtRate(layout, t, `s${tag}-`)
       // Each request's own figure stays out of the results.
       const { each, ...atRest } = await acceptedToDone({ ...REST, warmUpSeconds: Math.min(WARM_UP_SECONDS, 2), send: smallSender(t, `r${tag}-`) }, t)
       const duringDrainFigure = await duringDrain(layout, t, bodies, `d${tag}-`)

@@ -32,7 +32,13 @@ interface Ingest {
   apiP50Ms: number
   apiP99Ms: number
   retried429: number
-  smallRequests?: LatencyFigure & { rps: number; allDoneAfterLastSendMs: number | null; notDoneAtDeadline: number }
+  smallRequests?: LatencyFigure & {
+    rps: number
+    allDoneAfterLastSendMs: number | null
+    notDoneAtDeadline: number
+    cores?: Cores
+    cpuMsPerRequest?: Record<string, number>
+  }
   acceptedToDone?: { rps: number; p50Ms: number; p99Ms: number; pollMs: number; requests: number }
   duringDrain?: LatencyFigure & { rps: number; secondsWhileDraining: number; backlogObjects: number }
 }
@@ -116,6 +122,7 @@ function floorOf(r: { objects: number; attributeRows: number; eventRows: number;
 
 const n = (x: number) => x.toLocaleString('en-US')
 const verdict = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? 'met' : 'MISSED')
+const coresText = (c?: Cores) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
 
 async function main() {
   const startedAt = new Date().toISOString()
@@ -202,6 +209,14 @@ async function main() {
         'p99 < 50 ms (aim 20)',
         verdict(s.p99Ms < 50 && s.failures === 0),
       ])
+      if (s.cores && s.cpuMsPerRequest) {
+        rows.push([
+          `${r.mode}: those requests: cores in use (of ${os.cpus().length}), first send to last done; CPU per request`,
+          `${coresText(s.cores)}; ${Object.entries(s.cpuMsPerRequest).map(([name, ms]) => `${name} ${ms} ms`).join(', ')}`,
+          '',
+          '',
+        ])
+      }
       rows.push([
         `${r.mode}: those requests all done after the last send`,
         s.allDoneAfterLastSendMs === null ? `${n(s.notDoneAtDeadline)} not done after 120 s` : `${n(s.allDoneAfterLastSendMs)} ms`,
@@ -256,7 +271,6 @@ async function main() {
       '',
       '',
     ])
-    const coresText = (c?: Cores) => (c ? Object.entries(c).map(([name, cores]) => `${name} ${cores}`).join(' ') : '-')
     rows.push([`mixed: cores in use (of ${os.cpus().length}) while the API accepts the load`, coresText(mixed.cores.accepting), '', ''])
     rows.push([`mixed: cores in use (of ${os.cpus().length}) from then to the last request done`, coresText(mixed.cores.draining), '', ''])
     const { samples, running, waitingForLock } = mixed.lockWaits
