@@ -73,8 +73,9 @@ export async function startWorkers(ctx: Context, roles: WorkerRole[], metrics: M
     }
   }
   if (roles.includes('identity')) {
-    // The history sweep (squash merges, erase deleted users) runs beside the identity queue's worker.
-    const stopSweeper = startHistorySweeper(deps)
+    // The history sweep (squash merges, erase deleted users) runs beside the identity queue's worker,
+    // on a connection of its own: its copies and mutations must not hold the deliveries back.
+    const stopSweeper = startHistorySweeper({ ...deps, clickhouse: ctx.clickhouse.beside('history-sweep') })
     workers.find((w) => w.name === QueueNames.identity)!.once('closing', stopSweeper)
   }
   if (roles.includes('track') || roles.includes('identity')) {

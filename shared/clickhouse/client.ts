@@ -23,6 +23,12 @@ export interface ClickHouse {
   dataDir?: string
   /** Inserts formatted rows: handed to the embedded engine as they are, streamed to a server. */
   insertTabSeparated(insert: TabSeparatedInsert): Promise<void>
+  /**
+   * The same ClickHouse on a connection of its own, for long statements that must not hold the
+   * others back (the embedded engine runs one statement at a time per connection; a server's
+   * statements never wait for each other, so there it is this one). One per name, closed with this one.
+   */
+  beside(name: string): ClickHouse
   close(): Promise<void>
 }
 
@@ -87,6 +93,9 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
         const values = Readable.from([body], { objectMode: false })
         await client.insert({ table, columns: [...columns] as [string, ...string[]], values, format: 'TabSeparated', clickhouse_settings: settings })
       },
+      beside() {
+        return this
+      },
       close: () => client.close(),
     }
   }
@@ -94,6 +103,7 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
   const connection = createChdbConnection({ path: opts.dataDir })
   // chdb ships its own copy of the client-common types; the runtime interface is the same.
   const client = createClient({ connection: connection as never })
+  const besides = new Map<string, ClickHouse>()
   return {
     client,
     database: opts.database,
@@ -104,7 +114,14 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
     insertTabSeparated: async ({ table, columns, settings, body }) => {
       await connection.chdb.rawInsert({ table, columns, settings, format: 'TabSeparated', values: body })
     },
+    beside(name) {
+      let other = besides.get(name)
+      if (!other) besides.set(name, (other = openClickHouse({ ...opts, sameProcess: true })))
+      // Called on a copy aimed at another database (tests), the connection follows the copy.
+      return { ...other, database: this.database }
+    },
     close: async () => {
+      for (const other of besides.values()) await other.close()
       await client.close()
       unlock()
     },
