@@ -5,7 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { SERVICE_NODE_FLAGS } from '../bin/process-flags.js'
+import { SERVICE_NODE_FLAGS, serviceProcessEnv } from '../bin/process-flags.js'
 import { withDefaultUser } from '../shared/db/pool.js'
 
 export const root = path.resolve(import.meta.dirname, '..')
@@ -72,7 +72,13 @@ export async function startService(args: string[], env: Record<string, string>, 
   const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
   const child = spawn(file, argv, {
     cwd: serviceRoot,
-    env: { ...inherited, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', ...env, ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }) },
+    // BENCH_BARE_ALLOCATOR=1: the allocators' own defaults, to measure SERVICE_ALLOCATOR_ENV against.
+    env: {
+      ...(process.env.BENCH_BARE_ALLOCATOR ? inherited : serviceProcessEnv(inherited)),
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      ...env,
+      ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   let out = ''

@@ -9,7 +9,7 @@ import pg from 'pg'
 import { dropQueueKeys } from './lib.js'
 import { requestsFor } from './ingest-load.js'
 import { startLayout, type Layout } from './layout.js'
-import { meterCpu, threadSeconds } from './cpu.js'
+import { meterCpu, pageFaultMicros, threadSeconds } from './cpu.js'
 import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
@@ -78,6 +78,7 @@ async function main() {
   const statements = await sampleLockWaits(preloaded.databaseUrl)
   const { sent, done, figures } = await sendAll(run.t, bodies)
   const cpuSeconds = cpu.stop()
+  const pageFaults = cpu.faults()
   const lockWaits = await statements.stop()
   const workerThreadsAfter = threadSeconds(worker)
   const workerThreads = Object.fromEntries(Object.entries(workerThreadsAfter).map(([kind, s]) => [kind, round(s - workerThreadsBefore[kind])]))
@@ -97,6 +98,9 @@ async function main() {
       distinctUsers: e.size,
       /** CPU seconds of the service's processes from the first request sent to the last seen done. */
       cpuSeconds,
+      /** Minor page faults of the same processes over the same span, and the CPU one costs on this machine (us, measured after the part). */
+      pageFaults,
+      pageFaultMicros: pageFaultMicros(),
       /** The worker's CPU seconds over the same span by kind of thread (bench/cpu.ts threadSeconds). */
       workerThreads,
       /** Cores in use while the API accepted the load, and from then to the last request seen done. */

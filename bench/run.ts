@@ -58,6 +58,9 @@ interface Raw {
 type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
   cpuSeconds: Record<string, number>
+  /** Absent from results written before it was measured. */
+  pageFaults?: Record<string, number>
+  pageFaultMicros: number
   workerThreads: Record<string, number>
   cores: { accepting: Cores; draining?: Cores }
   lockWaits: LockWaits
@@ -265,6 +268,18 @@ async function main() {
       ])
     }
     rows.push(['mixed: CPU seconds per 1,000 objects, first request to last done', perThousandObjects(mixed.cpuSeconds, mixed.objects), '', ''])
+    const { pageFaults, pageFaultMicros } = mixed
+    if (pageFaults) {
+      const share = (name: string) => Math.round((100 * pageFaults[name] * pageFaultMicros) / 1e6 / mixed.cpuSeconds[name])
+      rows.push([
+        `mixed: minor page faults per 1,000 objects (one costs ${pageFaultMicros} us of CPU here), and that cost's share of each one's CPU`,
+        Object.keys(pageFaults)
+          .map((name) => `${name} ${n(Math.round((pageFaults[name] * 1000) / mixed.objects))} (${share(name)}%)`)
+          .join(', '),
+        '',
+        '',
+      ])
+    }
     rows.push([
       'mixed: worker CPU seconds by thread (main, node: V8 helpers and libuv pool, engine merges, engine other)',
       Object.entries(mixed.workerThreads).map(([kind, s]) => `${kind} ${s}`).join(', '),

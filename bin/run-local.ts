@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createLogger } from '../shared/logger.js'
-import { SERVICE_NODE_FLAGS, WORKER_NICE } from './process-flags.js'
+import { SERVICE_NODE_FLAGS, WORKER_NICE, serviceProcessEnv } from './process-flags.js'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
 const MAIN = path.join(ROOT, 'bin/main.ts')
@@ -50,11 +50,11 @@ function main() {
   const logger = createLogger(config.LOG_LEVEL)
 
   // The API serves /metrics itself (with auth); a METRICS_PORT listener belongs to the worker alone.
-  const apiEnv = { ...process.env }
+  const apiEnv = serviceProcessEnv(process.env)
   delete apiEnv.METRICS_PORT
   const children: Child[] = [
     { role: 'api', env: apiEnv, nice: 0, startedAt: 0, quickFailures: 0 },
-    { role: 'worker', env: process.env, nice: WORKER_NICE, startedAt: 0, quickFailures: 0 },
+    { role: 'worker', env: serviceProcessEnv(process.env), nice: WORKER_NICE, startedAt: 0, quickFailures: 0 },
   ]
   let stopping = false
   let exitCode = 0

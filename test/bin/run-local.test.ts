@@ -5,6 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { SERVICE_ALLOCATOR_ENV } from '../../bin/process-flags.js'
 import { dropTestDatabase } from '../helpers/harness.js'
 import { freePort } from '../helpers/ports.js'
 import { until } from '../helpers/wait.js'
@@ -167,6 +168,15 @@ describe('bin/run-local.ts (make run)', () => {
     expect(workerThreads.filter((t) => t.nice !== 10)).toEqual([])
     // Both run with the service's V8 flags (a larger young generation).
     for (const pid of [api, worker]) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--max-semi-space-size=64')
+    // And with the allocator settings in their environment from the start (glibc splits the
+    // tunables it has read at their colons, so each is looked for on its own).
+    for (const pid of [api, worker]) {
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8')
+      for (const [name, value] of Object.entries(SERVICE_ALLOCATOR_ENV)) {
+        expect(environ.split('\0').some((entry) => entry.startsWith(`${name}=`))).toBe(true)
+        for (const part of value.split(':')) expect(environ).toContain(part)
+      }
+    }
 
     expect(await trackAndWait(sup, key, 'run-local-1')).toBe('done')
 

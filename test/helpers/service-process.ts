@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { SERVICE_NODE_FLAGS } from '../../bin/process-flags.js'
+import { SERVICE_NODE_FLAGS, serviceProcessEnv } from '../../bin/process-flags.js'
 import { createTestDatabase, dbUrl, dropTestDatabase, request, type HttpResult } from './harness.js'
 import { freePort } from './ports.js'
 import { until } from './wait.js'
@@ -138,7 +138,7 @@ export async function startScaled(apiCount: number, extra: Record<string, string
   const node = (role: string, port?: number) =>
     spawn(process.execPath, [...SERVICE_NODE_FLAGS, '--import', 'tsx', 'bin/main.ts', role], {
       cwd: root,
-      env: baseEnv(env, { ...shared, ...(port ? { PORT: String(port) } : {}) }),
+      env: serviceProcessEnv(baseEnv(env, { ...shared, ...(port ? { PORT: String(port) } : {}) })),
       stdio: ['ignore', 'pipe', 'pipe'],
     })
   const worker = node('worker')
