@@ -14,8 +14,8 @@ export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=64']
 /**
  * Memory allocator settings of every service process; an operator's own value of either variable
  * wins. Memory a process hands back to the OS is faulted in again page by page when it is next
- * used, and on the VM the benchmarks run on a page fault costs 12-17 us of CPU: under the mixed
- * load they were a quarter of the worker's CPU (README, Performance).
+ * used, and on the VM the benchmarks run on a page fault costs 12-21 us of CPU: under the mixed
+ * load they were a quarter of the worker's CPU (README, Production notes and Mixed load).
  * - glibc (Node's buffers, strings passed to native code): blocks below 32 MiB come from the heap
  *   rather than from an mmap of their own unmapped on free, and the heap is not trimmed below 1 GiB.
  * - the embedded engine's jemalloc (libchdb): freed pages are kept 30 s instead of ClickHouse's 5.

@@ -129,7 +129,9 @@ export async function startMakeRun(extra: Record<string, string> = {}): Promise<
 
 /**
  * The README's scaled mode: `apiCount` processes of `npm run start:api` beside one of `npm run
- * start:worker` (the npm scripts' command lines), one ADMIN_TOKEN set for all as an operator would.
+ * start:worker` (the command line and environment bin/start.ts gives them, without the launcher in
+ * between, so that a signal reaches the service process itself), one ADMIN_TOKEN set for all as an
+ * operator would.
  */
 export async function startScaled(apiCount: number, extra: Record<string, string> = {}): Promise<ServiceProcesses> {
   const { env, dbName } = await testServiceEnv()
