@@ -22,6 +22,8 @@ interface Figures {
   smallP99?: number
   drainingP99?: number
   doneP99?: number
+  /** Postgres CPU seconds per 1,000 objects in the lull part's bursts after the first. */
+  lullPostgres?: number
 }
 
 /** A checkout of `base`: the directory itself, or a worktree of the commit it names. */
@@ -61,7 +63,13 @@ function figuresOf(file: string): Figures {
     smallP99: r.split?.smallRequests?.p99Ms,
     drainingP99: r.split?.duringDrain?.p99Ms,
     doneP99: r.split?.acceptedToDone?.p99Ms,
+    lullPostgres: lullPostgres(r.lull?.bursts),
   }
+}
+
+function lullPostgres(bursts?: { cpuPerThousand: { postgres: number } }[]): number | undefined {
+  const after = bursts?.slice(1).map((b) => b.cpuPerThousand.postgres)
+  return after?.length ? Math.round((after.reduce((a, b) => a + b, 0) / after.length) * 10_000) / 10_000 : undefined
 }
 
 const show = (f: Figures) =>
@@ -95,7 +103,7 @@ async function main() {
       const xs = mine.map((f) => f[k]).filter((x): x is number => typeof x === 'number')
       return xs.length ? Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000 : undefined
     }
-    console.log(`mean, ${variant}: ${show({ mixed: mean('mixed'), mixedRatio: mean('mixedRatio'), embedded: mean('embedded'), split: mean('split'), smallP99: mean('smallP99'), drainingP99: mean('drainingP99'), doneP99: mean('doneP99') })}`)
+    console.log(`mean, ${variant}: ${show({ mixed: mean('mixed'), mixedRatio: mean('mixedRatio'), embedded: mean('embedded'), split: mean('split'), smallP99: mean('smallP99'), drainingP99: mean('drainingP99'), doneP99: mean('doneP99'), lullPostgres: mean('lullPostgres') })}`)
   }
 }
 

@@ -1,8 +1,8 @@
 // `make bench`: the benchmarks in one run on this machine, each part in a process of its own,
 // printed as one table (every figure beside its goal) and written to bench/results/<time>.json.
 // The parts are named as arguments (`tsx bench/run.ts mixed soak`) or in BENCH_PARTS (default
-// raw,ingest,mixed,identity,sweep,segments,reads,export; `ingest` is embedded,split). The ingest, mixed,
-// soak, identity, sweep and segments parts run on the preloaded database. Everything runs against the
+// raw,ingest,mixed,identity,sweep,segments,reads,export; `ingest` is embedded,split; `soak` and `lull`
+// only when named). The ingest, mixed, soak, lull, identity, sweep and segments parts run on the preloaded database. Everything runs against the
 // bench's own Postgres (bench/postgres.ts) unless BENCH_PG=machine.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -84,6 +84,11 @@ interface Soak {
   deadRowShareLast: Record<string, number>
   check: { exact: boolean; mismatches: number }
 }
+interface Lull {
+  lullSeconds: number
+  bursts: { objects: number; appliedPerSecond: number | null; cpuPerThousand: Record<string, number>; faultsPerThousand: Record<string, number> }[]
+  check: { exact: boolean; mismatches: number }
+}
 interface Sweep {
   operations: { merges: number; deletes: number }
   sweepSeconds: number | null
@@ -150,8 +155,9 @@ async function main() {
   const rawMixed = PARTS.has('mixed') ? await timed('raw (mixed rows)', () => runPart('bench/raw.ts', [String(USERS), 'mixed']) as Promise<Raw>) : undefined
   let mixed: Mixed | undefined
   let soak: Soak | undefined
+  let lull: Lull | undefined
   let sweep: Sweep | undefined
-  if (['embedded', 'split', 'mixed', 'soak', 'identity', 'sweep', 'segments'].some((p) => PARTS.has(p))) {
+  if (['embedded', 'split', 'mixed', 'soak', 'lull', 'identity', 'sweep', 'segments'].some((p) => PARTS.has(p))) {
     // BENCH_REUSE_PRELOAD=1 keeps a preload that matches (a cache: BENCH_PRELOAD_DIR, BENCH_PRELOAD_DB).
     const fresh = process.env.BENCH_REUSE_PRELOAD ? [] : ['--fresh']
     // Identity is measured at a tenth of the events, then at all of them, in the same preload.
@@ -170,6 +176,7 @@ async function main() {
     // Near capacity: three quarters of the mixed part's applied rate when it ran (BENCH_SOAK_RPS overrides).
     const soakRps = !process.env.BENCH_SOAK_RPS && mixed?.appliedPerSecond ? [String(Math.max(1, Math.round((0.75 * mixed.appliedPerSecond) / 225)))] : []
     if (PARTS.has('soak')) soak = await timed('soak', () => runPart('bench/soak.ts', soakRps) as Promise<Soak>)
+    if (PARTS.has('lull')) lull = await timed('lull', () => runPart('bench/lull.ts') as Promise<Lull>)
     if (PARTS.has('sweep')) sweep = await timed('sweep', () => runPart('bench/sweep.ts') as Promise<Sweep>)
     if (PARTS.has('segments')) segments = await timed('segments', () => runPart('bench/segment-size.ts', [String(USERS)]) as Promise<SegmentSize>)
   }
@@ -332,6 +339,14 @@ async function main() {
     rows.push(['soak: dead-row share once all applied', share(soak.deadRowShareLast), '', ''])
     rows.push(['soak: every object exact', soak.check.exact ? 'exact' : `${n(soak.check.mismatches)} mismatches`, 'exact', verdict(soak.check.exact)])
   }
+  if (lull) {
+    const each = (f: (b: Lull['bursts'][number]) => string) => lull!.bursts.map(f).join(' / ')
+    const burst = `${lull.bursts.length} mixed bursts of ${n(lull.bursts[0]?.objects ?? 0)} objects, each after ${lull.lullSeconds} s of nothing`
+    rows.push([`lull: ${burst}: applied`, each((b) => (b.appliedPerSecond === null ? '-' : n(b.appliedPerSecond))) + ' objects/s', '', ''])
+    rows.push([`lull: Postgres CPU seconds per 1,000 objects, each burst`, each((b) => String(b.cpuPerThousand.postgres)), '', ''])
+    rows.push([`lull: Postgres minor page faults per 1,000 objects, each burst`, each((b) => n(b.faultsPerThousand.postgres)), '', ''])
+    rows.push([`lull: every object exact`, lull.check.exact ? 'exact' : `${n(lull.check.mismatches)} mismatches`, 'exact', verdict(lull.check.exact)])
+  }
   for (const i of identity) {
     const events = `${n(i.preloaded.events)} events`
     for (const p of [i.merges, i.deletes]) {
@@ -382,7 +397,7 @@ async function main() {
   const dir = path.join(root, 'bench/results')
   mkdirSync(dir, { recursive: true })
   const file = path.join(dir, `${startedAt.replace(/[:.]/g, '-')}.json`)
-  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, soak, identity, sweep, segments, reads, exports, partSeconds, table: rows })
+  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, soak, lull, identity, sweep, segments, reads, exports, partSeconds, table: rows })
   writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`)
   console.log(`\nwritten to ${path.relative(root, file)}`)
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { arrayLiteral, query } from '../../../shared/db/pool.js'
+import { arrayLiteral, createPool, IDLE_CONNECTION_MS, query } from '../../../shared/db/pool.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
 
 let env: TestEnv
@@ -27,4 +27,28 @@ describe('array parameters', () => {
     const r = await query<{ t: (string | null)[] }>(env.ctx.pg, 'arrays', 'SELECT $1::text[] AS t', [['a', null]])
     expect(r.rows[0].t).toEqual(['a', null])
   })
+})
+
+describe('idle connections', () => {
+  // pg-pool closes a connection idle for 10 s by default; a backend opened again pays anew for
+  // the shared buffers it touches (shared/db/pool.ts).
+  it('stay open through a lull longer than pg-pool default, so the same backends serve the next burst', async () => {
+    expect(IDLE_CONNECTION_MS).toBeGreaterThan(11_000)
+    const pool = createPool(env.config.DATABASE_URL, 3)
+    try {
+      const burst = async () =>
+        new Set(
+          await Promise.all(
+            [0, 1, 2].map(() => query<{ pid: number }>(pool, 'test', 'SELECT pg_backend_pid() AS pid, pg_sleep(0.2)').then((r) => r.rows[0].pid)),
+          ),
+        )
+      const first = await burst()
+      expect(first.size).toBe(3)
+      await new Promise((r) => setTimeout(r, 11_000))
+      expect(pool.idleCount).toBe(3)
+      expect(await burst()).toEqual(first)
+    } finally {
+      await pool.end()
+    }
+  }, 30_000)
 })
