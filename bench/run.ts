@@ -76,6 +76,9 @@ interface Soak {
   firstMinute: SoakMinute
   lastMinute: SoakMinute
   minutes: (SoakMinute & { cores: Record<string, number> })[]
+  /** Absent from results written before the soak warmed up first. */
+  warmUpSeconds?: number
+  warmUp?: SoakMinute
   mixedAccepted: number
   mixedRequests: number
   allDoneAfterLastSendMs: number | null
@@ -325,6 +328,14 @@ async function main() {
       'within 20%',
       verdict(within(f.small.p99Ms, l.small.p99Ms)),
     ])
+    if (soak.warmUp) {
+      rows.push([
+        `soak: the warm-up before it (${soak.warmUpSeconds} s at the same rates, not in the minutes): applied; small requests p50 / p99`,
+        `${n(soak.warmUp.appliedPerSecond)} objects/s; ${soak.warmUp.small.p50Ms} / ${soak.warmUp.small.p99Ms} ms`,
+        '',
+        '',
+      ])
+    }
     rows.push(['soak: small requests p99 each minute (ms)', soak.minutes.map((m) => Math.round(m.small.p99Ms)).join(' / '), '', ''])
     rows.push(['soak: cores in use each minute, API / worker / Postgres / idle', soak.minutes.map((m) => `${m.cores.api}/${m.cores.worker}/${m.cores.postgres}/${m.cores.idle}`).join('  '), '', ''])
     const share = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${Math.round(v * 100)}%`).join(', ')
