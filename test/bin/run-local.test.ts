@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { SERVICE_ALLOCATOR_ENV } from '../../bin/process-flags.js'
 import { dropTestDatabase } from '../helpers/harness.js'
 import { freePort } from '../helpers/ports.js'
+import { alive, childPids, statFields } from '../helpers/proc.js'
 import { until } from '../helpers/wait.js'
 import { exited } from '../helpers/worker-process.js'
 
@@ -25,29 +26,6 @@ function kill(pid: number, signal: NodeJS.Signals | 0): boolean {
   } catch {
     return false
   }
-}
-
-/** Running, not a zombie left for a parent that is gone. */
-function alive(pid: number): boolean {
-  try {
-    return statFields(`/proc/${pid}/stat`)[0] !== 'Z'
-  } catch {
-    return false
-  }
-}
-
-function childPids(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
-  } catch {
-    return []
-  }
-}
-
-/** The fields of /proc/<pid>/stat from the state on (index 0 is field 3), past the command name. */
-function statFields(file: string): string[] {
-  const text = readFileSync(file, 'utf8')
-  return text.slice(text.lastIndexOf(') ') + 2).split(' ')
 }
 
 /** Nice value of every thread of a process, with the thread's name. */

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { SERVICE_ALLOCATOR_ENV, SERVICE_NODE_FLAGS } from '../../bin/process-flags.js'
 import { createTestDatabase, dbUrl, dropTestDatabase } from '../helpers/harness.js'
 import { freePort } from '../helpers/ports.js'
+import { alive, childPids } from '../helpers/proc.js'
 import { until } from '../helpers/wait.js'
 import { exited } from '../helpers/worker-process.js'
 
@@ -15,23 +16,6 @@ const cleanups: (() => Promise<void>)[] = []
 afterAll(async () => {
   for (const c of cleanups) await c()
 })
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(') ') + 2)[0] !== 'Z'
-  } catch {
-    return false
-  }
-}
-
-function childPids(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
-  } catch {
-    return []
-  }
-}
 
 interface Launched {
   proc: ChildProcess
