@@ -7,7 +7,7 @@
 // Usage: tsx bench/lull.ts. Prints one JSON line.
 import { setTimeout as sleep } from 'node:timers/promises'
 import { meterCpu } from './cpu.js'
-import { fullLoad, round } from './load.js'
+import { fullLoad } from './load.js'
 import { before, startMixed, stopAndCheck } from './mixed.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers } from './mixed-load.js'
 import { benchPostmasterPid } from './postgres.js'
@@ -44,7 +44,7 @@ async function main() {
     })
   }
   const checked = await stopAndCheck(run, preloaded, e, prior)
-  console.log(JSON.stringify({ mode: 'lull', layout: 'split', lullSeconds: LULL_SECONDS, bursts, check: checked, setupSeconds: round(run.setupSeconds) }))
+  console.log(JSON.stringify({ mode: 'lull', layout: 'split', lullSeconds: LULL_SECONDS, bursts, check: checked, setupSeconds: run.setupSeconds }))
 }
 
 main().catch((e) => {

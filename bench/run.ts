@@ -2,8 +2,9 @@
 // printed as one table (every figure beside its goal) and written to bench/results/<time>.json.
 // The parts are named as arguments (`tsx bench/run.ts mixed soak`) or in BENCH_PARTS (default
 // raw,ingest,mixed,identity,sweep,segments,reads,export; `ingest` is embedded,split; `soak` and `lull`
-// only when named). The ingest, mixed, soak, lull, identity, sweep and segments parts run on the preloaded database. Everything runs against the
-// bench's own Postgres (bench/postgres.ts) unless BENCH_PG=machine.
+// only when named). The ingest, mixed, soak, lull, identity, sweep and segments parts run on the
+// preloaded database. Everything runs against the bench's own Postgres (bench/postgres.ts) unless
+// BENCH_PG=machine.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'

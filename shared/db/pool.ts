@@ -22,7 +22,7 @@ export function withDefaultUser(databaseUrl: string): string {
  * How long an idle connection stays open (pg-pool's default is 10 s). A new backend pays again for
  * every shared buffer it touches (a page fault each, in its own page tables) and for its catalog
  * caches: after a lull of 15 s, a mixed burst cost Postgres half as much again on fresh backends
- * (README, Performance). Ten minutes, HikariCP's default: longer than a sender's usual lull.
+ * (README, Production notes). Ten minutes, HikariCP's default: longer than a sender's usual lull.
  */
 export const IDLE_CONNECTION_MS = 10 * 60_000
 
