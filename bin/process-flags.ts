@@ -1,5 +1,6 @@
-// How the service's processes are started: by `make run` (run-local.ts) and by the benchmarks'
-// layouts, which mirror it.
+// How the service's processes are started: by `make run` (run-local.ts), the npm scripts
+// (start.ts) and the benchmarks' layouts, which mirror them.
+import path from 'node:path'
 
 /** The worker process's CPU priority under `make run`: the API wins the cores when both want them. */
 export const WORKER_NICE = 10
@@ -27,3 +28,12 @@ export const SERVICE_ALLOCATOR_ENV: Readonly<Record<string, string>> = {
 
 /** A service process's environment: the allocator settings under `env`. */
 export const serviceProcessEnv = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({ ...SERVICE_ALLOCATOR_ENV, ...env })
+
+const MAIN = path.join(import.meta.dirname, 'main.ts')
+const EXIT_WITH_PARENT = path.join(import.meta.dirname, 'exit-with-parent.ts')
+
+/**
+ * The command line of a service process started by a launcher (`main.ts <args>`): the loader flags
+ * the launcher was started with (tsx), the service's Node flags, and an exit when the launcher dies.
+ */
+export const serviceCommand = (args: string[]): string[] => [process.execPath, ...process.execArgv, ...SERVICE_NODE_FLAGS, '--import', EXIT_WITH_PARENT, MAIN, ...args]

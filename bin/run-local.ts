@@ -7,14 +7,9 @@
  * are passed on and the supervisor exits once both children have.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import path from 'node:path'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createLogger } from '../shared/logger.js'
-import { SERVICE_NODE_FLAGS, WORKER_NICE, serviceProcessEnv } from './process-flags.js'
-
-const ROOT = path.resolve(import.meta.dirname, '..')
-const MAIN = path.join(ROOT, 'bin/main.ts')
-const EXIT_WITH_PARENT = path.join(ROOT, 'bin/exit-with-parent.ts')
+import { WORKER_NICE, serviceCommand, serviceProcessEnv } from './process-flags.js'
 
 const FIRST_BACKOFF_MS = 500
 const MAX_BACKOFF_MS = 30_000
@@ -60,8 +55,7 @@ function main() {
   let exitCode = 0
 
   const start = (c: Child) => {
-    // Children inherit the loader flags this process was started with (tsx).
-    const node = [process.execPath, ...process.execArgv, ...SERVICE_NODE_FLAGS, '--import', EXIT_WITH_PARENT, MAIN, c.role]
+    const node = serviceCommand([c.role])
     // `nice` from exec on: every thread inherits it (os.setPriority after spawn lowers only the
     // main thread on Linux, where the nice value is per thread).
     const [cmd, ...args] = c.nice ? ['nice', '-n', String(c.nice), ...node] : node
