@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createWriteStream, mkdtempSync, readFileSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -57,8 +57,37 @@ async function freePort(): Promise<number> {
   return port
 }
 
+/**
+ * A service process's standard output: a file, as a deployment's log collector would take it (a
+ * pipe this process had to read would cost the bench's own loop and could fill and hold the
+ * service's writes). In BENCH_SERVICE_LOGS, named <role>-<pid>.log, or else in a directory removed
+ * when this process exits.
+ */
+let logDir: string | undefined
+function serviceLog(): { fd: number; named(name: string): string } {
+  if (!logDir) {
+    logDir = process.env.BENCH_SERVICE_LOGS ?? tempDir('uds-bench-logs-')
+    const own = logDir
+    if (!process.env.BENCH_SERVICE_LOGS) process.once('exit', () => rmSync(own, { recursive: true, force: true }))
+  }
+  const dir = logDir
+  const opened = path.join(dir, `starting-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.log`)
+  const fd = openSync(opened, 'a')
+  return {
+    fd,
+    named(name) {
+      // The child holds its own copy of the descriptor.
+      closeSync(fd)
+      const file = path.join(dir, name)
+      renameSync(opened, file)
+      return file
+    },
+  }
+}
+
 export async function startService(args: string[], env: Record<string, string>, opts: { nice?: number } = {}): Promise<ServiceProcess> {
   const port = await freePort()
+  const log = serviceLog()
   const workerOnly = args[0] === 'worker'
   // BENCH_CPU_PROF: a CPU profile per service process; BENCH_NODE_FLAGS: more flags for them, after
   // the service's own so that they can override one (bench/allocation-profile.mjs).
@@ -73,23 +102,20 @@ export async function startService(args: string[], env: Record<string, string>, 
   const child = spawn(file, argv, {
     cwd: serviceRoot,
     // BENCH_BARE_ALLOCATOR=1: the allocators' own defaults, to measure SERVICE_ALLOCATOR_ENV against.
+    // LOG_LEVEL passes through like the rest: unset, the services log at their default, as `make run`'s do.
     env: {
       ...(process.env.BENCH_BARE_ALLOCATOR ? inherited : serviceProcessEnv(inherited)),
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       ...env,
       ...(workerOnly ? { METRICS_PORT: String(port) } : { PORT: String(port) }),
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', log.fd, 'inherit'],
   })
-  let out = ''
-  child.stdout!.on('data', (d) => (out += d))
-  // BENCH_SERVICE_LOGS: each service process's log lines also go to <dir>/<role>-<pid>.log.
-  if (process.env.BENCH_SERVICE_LOGS) child.stdout!.pipe(createWriteStream(path.join(process.env.BENCH_SERVICE_LOGS, `${args[0] ?? 'all'}-${child.pid}.log`)))
+  const logFile = log.named(`${args[0] ?? 'all'}-${child.pid}.log`)
   const url = `http://127.0.0.1:${port}`
   const probe = workerOnly ? `${url}/metrics` : `${url}/healthz`
   const deadline = Date.now() + 120_000
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`service ${args.join(' ')} exited: ${out}`)
+    if (child.exitCode !== null) throw new Error(`service ${args.join(' ')} exited: ${readFileSync(logFile, 'utf8').slice(-4000)}`)
     if (await fetch(probe).then((r) => r.ok).catch(() => false)) break
     if (Date.now() > deadline) throw new Error(`service ${args.join(' ')} did not start`)
     await sleep(100)
