@@ -1,14 +1,26 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { isMainThread } from 'node:worker_threads'
 import { pino, type DestinationStream, type Level, type Logger } from 'pino'
 
 export type { Logger }
 
 /**
+ * Standard output, written a few KiB at a time and at least every second: at a line per request
+ * and per job, a write of its own for each line was a thread-pool round trip per request. Pino
+ * writes what is left when the process exits; a process killed with SIGKILL loses at most its
+ * last second of lines. No write exceeds PIPE_BUF, so it reaches a pipe whole, never interleaved
+ * with another writer's (a worker thread's logger, which writes each line as it comes: pino does
+ * not see a thread's exit).
+ */
+const standardOutput = (): DestinationStream | undefined =>
+  isMainThread ? pino.destination({ dest: 1, sync: false, minLength: 3072, maxWrite: 4096, periodicFlush: 1000 }) : undefined
+
+/**
  * Secrets never reach a log line: headers and fields that carry them are redacted. The HTTP
  * serializers below already log no headers at all; these paths also guard ad-hoc log calls.
  */
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+export function createLogger(level: string, destination: DestinationStream | undefined = standardOutput()): Logger {
   const options = {
     level,
     redact: {
@@ -40,32 +52,16 @@ interface ExpressRequestFields {
 }
 
 /**
- * Only the path and the names of query parameters: values may be secrets (the dashboard's
- * `?token=`, a download link's `?signature=`) or personal data (an email in a status query).
+ * Only the path, as the client sent it and the router matched it, and the names of query
+ * parameters: values may be secrets (the dashboard's `?token=`, a download link's `?signature=`)
+ * or personal data (an email in a status query).
  */
-function urlOf(req: IncomingMessage & ExpressRequestFields): URL {
-  return new URL(req.originalUrl ?? req.url ?? '/', 'http://local')
-}
-
-function requestLine(req: IncomingMessage & ExpressRequestFields) {
-  const url = urlOf(req)
-  const query = [...new Set(url.searchParams.keys())]
-  return {
-    method: req.method,
-    path: url.pathname,
-    ...(query.length && { query }),
-    remoteAddress: req.socket?.remoteAddress,
-    userAgent: req.headers['user-agent'],
-  }
-}
-
-function quietPath(req: IncomingMessage & ExpressRequestFields): boolean {
-  const path = urlOf(req).pathname
-  return QUIET_PATHS.some((p) => p.test(path))
-}
-
-function summary(req: IncomingMessage & ExpressRequestFields, res: ServerResponse): string {
-  return `${req.method} ${urlOf(req).pathname} ${res.statusCode}`
+function targetOf(req: IncomingMessage & ExpressRequestFields): { path: string; query?: string[] } {
+  const raw = req.originalUrl ?? req.url ?? '/'
+  const q = raw.indexOf('?')
+  if (q < 0) return { path: raw }
+  const names = [...new Set(new URLSearchParams(raw.slice(q + 1)).keys())]
+  return { path: raw.slice(0, q), ...(names.length && { query: names }) }
 }
 
 interface ResponseLocals {
@@ -90,15 +86,16 @@ export function httpLogger(logger: Logger) {
   return (req: IncomingMessage & ExpressRequestFields, res: ServerResponse & ResponseLocals, next: () => void) => {
     const started = performance.now()
     res.once('finish', () => {
-      const level: Level = res.statusCode >= 500 ? 'error' : quietPath(req) ? 'debug' : 'info'
+      const { path, query } = targetOf(req)
+      const level: Level = res.statusCode >= 500 ? 'error' : QUIET_PATHS.some((p) => p.test(path)) ? 'debug' : 'info'
       if (!logger.isLevelEnabled(level)) return
       const line = {
-        req: requestLine(req),
+        req: { method: req.method, path, ...(query && { query }), remoteAddress: req.socket?.remoteAddress, userAgent: req.headers['user-agent'] },
         res: { statusCode: res.statusCode },
         responseTime: Math.round(performance.now() - started),
         requestId: requestIdOf(res),
       }
-      logger[level](line, summary(req, res))
+      logger[level](line, `${req.method} ${path} ${res.statusCode}`)
     })
     next()
   }

@@ -174,12 +174,13 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
     let firstError: Error | undefined
     batch.forEach((entry, i) => {
       const outcome = outcomes[i]
-      const jobLog = log.child({ jobId: entry.id, requestId: requestOf(entry) })
+      // The job's fields on its line, not a child logger: one of those per job cost even when nothing was logged.
+      const ids = { jobId: entry.id, requestId: requestOf(entry) }
       if (outcome instanceof Error) {
         // Only the active job can go to BullMQ's failed set (and, off ordered queues, be attempted again).
         const attempts = job.opts.attempts ?? 1
         const last = i > 0 || !isRetryable(outcome) || job.attemptsMade + 1 >= attempts
-        jobLog.error({ err: outcome, last }, 'job error')
+        log.error({ ...ids, err: outcome, last }, 'job error')
         if (last) {
           opts.onOutcome?.(opts.queue, { status: 'fail', reason: outcome.message }, seconds)
           reported.push(entry)
@@ -191,11 +192,11 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
       opts.onOutcome?.(opts.queue, outcome, seconds)
       reported.push(entry)
       if (outcome.status === 'fail') {
-        jobLog.warn({ reason: outcome.reason }, 'job failed')
+        log.warn({ ...ids, reason: outcome.reason }, 'job failed')
         reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'failed', errors: outcome.errors ?? [{ message: outcome.reason }] })
       } else {
         // Info, like the API's request line: the two together trace a request from HTTP to storage.
-        jobLog.info({ outcome: outcome.status, seconds, batch: batch.length }, 'job finished')
+        log.info({ ...ids, outcome: outcome.status, seconds, batch: batch.length }, 'job finished')
         reports.push({ requestId: requestOf(entry), jobKey: entry.id, status: 'done', errors: outcome.status === 'ok' ? outcome.errors : undefined })
       }
     })
