@@ -118,7 +118,8 @@ async function banner(sup: Supervisor): Promise<string> {
 
 describe('bin/run-local.ts (make run)', () => {
   it('runs the API and a lower-priority worker as two processes from a fresh database, restarts either when it dies, and stops on SIGTERM', async () => {
-    const sup = await startSupervisor()
+    // At make run's default level: a line per request and per job.
+    const sup = await startSupervisor({ LOG_LEVEL: 'info' })
     const key = await banner(sup)
     expect(sup.stdout()).toMatch(/^API listening on http:\/\/127\.0\.0\.1:\d+$/m)
     expect(sup.stdout()).toMatch(/^admin token: +\S+/m)
@@ -157,6 +158,13 @@ describe('bin/run-local.ts (make run)', () => {
     }
 
     expect(await trackAndWait(sup, key, 'run-local-1')).toBe('done')
+    // Both processes' standard output arrives while they run (buffered, flushed at least every
+    // second): the API's request line and the worker's job line share the request id.
+    const jsonLines = () => sup.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>)
+    const apiLine = await until('the API request line', () => jsonLines().find((l) => l.req?.path === '/users/track'), Boolean, 10_000)
+    expect(apiLine).toMatchObject({ res: { statusCode: 201 }, msg: 'POST /users/track 201' })
+    const jobLine = await until('the job line', () => jsonLines().find((l) => l.msg === 'job finished' && l.requestId === apiLine!.requestId), Boolean, 10_000)
+    expect(jobLine).toMatchObject({ outcome: 'ok', queue: expect.stringMatching(/^track-\d+$/) })
 
     // A worker killed outright is replaced at once (its engine lock died with it).
     kill(worker, 'SIGKILL')
