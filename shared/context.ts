@@ -61,6 +61,7 @@ export async function createContext(
       url: config.CLICKHOUSE_URL,
       dataDir: path.resolve(config.DATA_DIR, 'clickhouse'),
       database: clickhouseDatabaseOf(config),
+      insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS,
     })
     if (opts.migrate) await migrateClickHouse(clickhouse)
   }

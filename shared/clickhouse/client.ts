@@ -21,6 +21,8 @@ export interface ClickHouse {
   embedded: boolean
   /** The embedded engine's data directory (undefined for a server). */
   dataDir?: string
+  /** The least time between the starts of two inserts into one table (BatchInserter). */
+  insertIntervalMs: number
   /** Inserts formatted rows: handed to the embedded engine as they are, streamed to a server. */
   insertTabSeparated(insert: TabSeparatedInsert): Promise<void>
   /**
@@ -78,6 +80,8 @@ export interface ClickHouseOptions {
    * statements side by side; those on one connection run one at a time.
    */
   sameProcess?: boolean
+  /** Config CLICKHOUSE_INSERT_INTERVAL_MS; 0 (the default here) inserts as soon as the last insert finished. */
+  insertIntervalMs?: number
 }
 
 /** A server when `url` is set, else the embedded engine under `dataDir`; the same client API either way. */
@@ -88,6 +92,7 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
       client,
       database: opts.database,
       embedded: false,
+      insertIntervalMs: opts.insertIntervalMs ?? 0,
       insertTabSeparated: async ({ table, columns, settings, body }) => {
         // A byte stream of formatted rows: the client passes it through as it is.
         const values = Readable.from([body], { objectMode: false })
@@ -108,6 +113,7 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
     client,
     database: opts.database,
     embedded: true,
+    insertIntervalMs: opts.insertIntervalMs ?? 0,
     dataDir: opts.dataDir,
     // The engine's own raw insert: the text goes to its parser once, off the event loop, where the
     // client's path would copy it through a stream, a string and the statement on the main thread.

@@ -152,7 +152,7 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
     ...(opts.env ?? {}),
   })
   const ch = sharedClickHouse()
-  const clickhouse: ClickHouse = { ...ch, database: dbName, close: async () => {} }
+  const clickhouse: ClickHouse = { ...ch, database: dbName, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS, close: async () => {} }
   const logger = createLogger(config.LOG_LEVEL)
   const ctx = await createContext(config, logger, { clickhouse, migrate: true })
   const metrics = createMetrics()

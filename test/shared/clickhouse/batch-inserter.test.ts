@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { batchInserterOf } from '../../../shared/clickhouse/batch-inserter.js'
+import { BatchInserter, batchInserterOf } from '../../../shared/clickhouse/batch-inserter.js'
+import type { ClickHouse } from '../../../shared/clickhouse/client.js'
 import { TsvRows } from '../../../shared/clickhouse/tsv.js'
 import { countEvents, insertEvents, readEventSummaries, type EventRow } from '../../../shared/clickhouse/event-repository.js'
 import { readSnapshots, writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
@@ -98,5 +99,47 @@ describe('inserts through the group commit', () => {
       format: 'JSONEachRow',
     })
     expect(await rs.json()).toEqual([{ name: 'after' }])
+  })
+
+  it('inserts into a table at most once an interval, rows arriving meanwhile joining the next insert; idle, at once', async () => {
+    // The real engine, each insert's start and table recorded on the way.
+    const starts: { at: number; table: string }[] = []
+    const ch: ClickHouse = {
+      ...env.clickhouse,
+      insertTabSeparated: (insert) => {
+        starts.push({ at: performance.now(), table: insert.table })
+        return env.clickhouse.insertTabSeparated(insert)
+      },
+    }
+    const inserter = new BatchInserter(ch, 400)
+    const table = `${env.clickhouse.database}.events`
+    const columns = ['workspace_id', 'profile_id', 'event_id', 'kind', 'name', 'app_id', 'time', 'properties', 'currency', 'price', 'quantity']
+    const insert = (id: string) => {
+      const rows = new TsvRows()
+      rows.add(['ws-interval', 1, id, 'event', id, '', '2024-05-01T12:00:00.000Z', '{}', '', 0, 0])
+      return inserter.insert({ table, columns }, rows)
+    }
+    const asked = performance.now()
+    await insert('first')
+    const second = insert('second')
+    await new Promise((r) => setTimeout(r, 100))
+    const third = insert('third')
+    await Promise.all([second, third])
+    const eventsInserts = starts.filter((s) => s.table === table)
+    // The first at once; the second and third together, an interval after the first began.
+    expect(eventsInserts).toHaveLength(2)
+    expect(eventsInserts[0].at - asked).toBeLessThan(300)
+    expect(eventsInserts[1].at - eventsInserts[0].at).toBeGreaterThanOrEqual(399)
+    // Rows after an interval of nothing go at once.
+    await new Promise((r) => setTimeout(r, 450))
+    const late = performance.now()
+    await insert('fourth')
+    expect(starts).toHaveLength(3)
+    expect(starts[2].at - late).toBeLessThan(300)
+    const rs = await env.clickhouse.client.query({
+      query: `SELECT name FROM ${table} WHERE workspace_id = 'ws-interval' ORDER BY name`,
+      format: 'JSONEachRow',
+    })
+    expect(await rs.json()).toEqual([{ name: 'first' }, { name: 'fourth' }, { name: 'second' }, { name: 'third' }])
   })
 })
