@@ -1,6 +1,6 @@
 // Load against the running service, through its HTTP interface only: a closed loop that honours
 // 429 + Retry-After, an open loop at a fixed rate, and completion read from GET /requests/{id}.
-import http from 'node:http'
+import { HttpClient, type Reply } from './http-client.js'
 import { percentile, pool, sleep } from './lib.js'
 
 export interface Target {
@@ -19,36 +19,19 @@ export interface Answer {
 
 const REQUEST_TIMEOUT_MS = 30_000
 
-// node:http with keep-alive rather than fetch: on this 2-core machine fetch could not send 1,000
-// small requests a second (against a server that answers at once: p50 517 ms, the sender 760 ms
-// behind), node:http keeps up (p50 0.14 ms, p99 4 ms). No socket limit: open loop means every
-// request leaves at its instant, whatever the earlier ones are doing. An idle socket is closed
-// after 30 s, before the server's keep-alive timeout (65 s) closes it: a socket the pool left idle
-// longer, reused as the server closed it, was reset (one request in a 10-minute soak).
-const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 512, timeout: 30_000 })
-
-interface Reply {
-  status: number
-  headers: http.IncomingHttpHeaders
-  body: string
-}
+// fetch could not send 1,000 small requests a second on this 2-core machine (p50 517 ms against a
+// server that answers at once, the sender 760 ms behind); node:http kept up but took ~0.3 ms of CPU
+// a request from the service it measured; bench/http-client.ts takes less. No socket limit: open
+// loop means every request leaves at its instant, whatever the earlier ones are doing. An idle
+// socket is closed after 30 s, before the server's keep-alive timeout (65 s) closes it: a socket
+// left idle longer, reused as the server closed it, was reset (one request in a 10-minute soak).
+const client = new HttpClient({ timeoutMs: REQUEST_TIMEOUT_MS, idleMs: 30_000 })
 
 /** One HTTP exchange; a network error or the timeout rejects with the reason. */
 export function request(method: string, url: string, path: string, key: string, body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const u = new URL(url)
-    const headers: http.OutgoingHttpHeaders = { authorization: `Bearer ${key}` }
-    if (body !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
-    const req = http.request({ host: u.hostname, port: u.port, path, method, agent, headers, timeout: REQUEST_TIMEOUT_MS }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }))
-      res.on('error', reject)
-    })
-    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'timeout' })))
-    req.on('error', reject)
-    req.end(body)
-  })
+  const headers: Record<string, string> = { Authorization: `Bearer ${key}` }
+  if (body !== undefined) headers['Content-Type'] = 'application/json'
+  return client.request(method, url, path, headers, body)
 }
 
 export async function post(url: string, key: string, path: string, body: string): Promise<Answer> {
