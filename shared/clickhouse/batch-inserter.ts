@@ -25,11 +25,12 @@ interface Pending {
  * insert per table: while one insert is in flight, new rows gather for the next. Each caller's
  * promise settles when the insert holding its rows does.
  *
- * An insert also costs the engine ~10 ms of CPU however few its rows, and its part is merged
- * again later: under a steady stream of small requests, inserts as fast as they finished were
- * most of the worker's CPU. So a table gets at most one insert per `intervalMs` (from one's start
- * to the next's), rows arriving meanwhile joining it; idle, or less often than that, rows are
- * inserted at once.
+ * An insert also costs the engine ~6-10 ms of CPU however few its rows, and its part is merged
+ * again later: under a steady stream of small requests, inserts as fast as they finish are most
+ * of the worker's CPU. With `intervalMs` (config CLICKHOUSE_INSERT_INTERVAL_MS, 0 by default) a
+ * table gets at most one insert per interval, from one's start to the next's, rows arriving
+ * meanwhile joining it: fewer inserts for up to that much more time to `done`. Rows arriving
+ * after a longer quiet are inserted at once.
  */
 export class BatchInserter {
   private readonly pending = new Map<string, Pending>()
