@@ -157,8 +157,11 @@ export class HttpClient {
     const now = performance.now()
     for (const c of this.busy) if (c.inFlight && now - c.inFlight.startedAt > this.opts.timeoutMs) c.fail(failure('timeout', 'timeout'))
     for (const [key, list] of this.idle) {
-      const kept = list.filter((c) => !c.closed && now - c.idleSince < this.opts.idleMs)
-      for (const c of list) if (!kept.includes(c)) c.fail(failure('idle', 'idle'))
+      const kept: Connection[] = []
+      for (const c of list) {
+        if (!c.closed && now - c.idleSince < this.opts.idleMs) kept.push(c)
+        else c.fail(failure('idle', 'idle'))
+      }
       this.idle.set(key, kept)
     }
   }

@@ -86,13 +86,14 @@ export interface ClickHouseOptions {
 
 /** A server when `url` is set, else the embedded engine under `dataDir`; the same client API either way. */
 export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
+  const insertIntervalMs = opts.insertIntervalMs ?? 0
   if (opts.url) {
     const client = createClient({ url: opts.url, request_timeout: 300_000 })
     return {
       client,
       database: opts.database,
       embedded: false,
-      insertIntervalMs: opts.insertIntervalMs ?? 0,
+      insertIntervalMs,
       insertTabSeparated: async ({ table, columns, settings, body }) => {
         // A byte stream of formatted rows: the client passes it through as it is.
         const values = Readable.from([body], { objectMode: false })
@@ -113,7 +114,7 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
     client,
     database: opts.database,
     embedded: true,
-    insertIntervalMs: opts.insertIntervalMs ?? 0,
+    insertIntervalMs,
     dataDir: opts.dataDir,
     // The engine's own raw insert: the text goes to its parser once, off the event loop, where the
     // client's path would copy it through a stream, a string and the statement on the main thread.
