@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
+import { redisScript } from '../redis-script.js'
 
 export type RequestStatus = 'queued' | 'processing' | 'done' | 'failed'
 
@@ -144,22 +144,9 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
 end
 return 0`
 
-/** EVALSHA, falling back to EVAL once after a Redis restart emptied the script cache. */
-function script(lua: string) {
-  const sha = createHash('sha1').update(lua).digest('hex')
-  return async (redis: Redis, keys: string[], args: (string | number)[]): Promise<unknown> => {
-    try {
-      return await redis.evalsha(sha, keys.length, ...keys, ...args)
-    } catch (e) {
-      if (!String((e as Error).message).startsWith('NOSCRIPT')) throw e
-      return redis.eval(lua, keys.length, ...keys, ...args)
-    }
-  }
-}
-
-const createScript = script(CREATE)
-const reportScript = script(REPORT)
-const releaseScript = script(RELEASE)
+const createScript = redisScript(CREATE)
+const reportScript = redisScript(REPORT)
+const releaseScript = redisScript(RELEASE)
 
 /**
  * Progress of queued work, kept in Redis beside the queues for 24 hours. Completion is a set of

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq'
 import type { Redis } from 'ioredis'
+import { redisScript } from '../redis-script.js'
 
 /**
  * The jobs waiting in a queue, read and removed in one round trip each, for a worker that applies
@@ -56,6 +57,9 @@ end
 for i = 2, #ARGV do redis.call('DEL', ARGV[1] .. ARGV[i], ARGV[1] .. ARGV[i] .. ':logs') end
 return k`
 
+const peekScript = redisScript(PEEK)
+const removeScript = redisScript(REMOVE)
+
 /**
  * Redis runs one script at a time: a read of many full-size payloads at once stalled every other
  * client (the API's requests) for milliseconds, so one read returns about this much and the caller reads on.
@@ -74,7 +78,7 @@ export async function oldestWaiting(
   start: number,
   count: number,
 ): Promise<{ jobs: { id: string; payload: string; timestamp: number }[]; cut: boolean }> {
-  const [cut, ...flat] = (await redis.eval(PEEK, 1, queue.keys.wait, queue.toKey(''), start, count, PEEK_BUDGET_BYTES)) as [number, ...string[]]
+  const [cut, ...flat] = (await peekScript(redis, [queue.keys.wait], [queue.toKey(''), start, count, PEEK_BUDGET_BYTES])) as [number, ...string[]]
   const jobs: { id: string; payload: string; timestamp: number }[] = []
   // A job removed between the list read and its hash read has no data: skipped.
   for (let i = 0; i < flat.length; i += 3) if (flat[i + 1]) jobs.push({ id: flat[i], payload: flat[i + 1], timestamp: Number(flat[i + 2]) })
@@ -84,5 +88,5 @@ export async function oldestWaiting(
 /** Removes waiting jobs (ids oldest first) with their hashes. */
 export async function removeWaiting(redis: Redis, queue: Queue, ids: string[]): Promise<void> {
   if (ids.length === 0) return
-  await redis.eval(REMOVE, 1, queue.keys.wait, queue.toKey(''), ...ids)
+  await removeScript(redis, [queue.keys.wait], [queue.toKey(''), ...ids])
 }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { queueNamesFor, type QueueRegistry } from '../../shared/queue/queues.js'
+import { redisScript } from '../../shared/redis-script.js'
 
 const POLL_MS = 25
 
@@ -24,6 +25,7 @@ for i = 1, #KEYS / 2 do
   end
 end
 return 0`
+const holdsEarlier = redisScript(HOLDS_EARLIER)
 
 /**
  * Ordering barrier between track and identity work. Track work is spread over partition queues
@@ -41,5 +43,5 @@ export async function waitForEarlierTrackWork(queues: QueueRegistry, acceptedAt:
   const partitions = queueNamesFor('track', queues.partitions).map((name) => queues.get(name))
   const keys = partitions.flatMap((q) => [q.keys.wait, q.keys.active])
   const prefixes = partitions.map((q) => q.toKey(''))
-  while ((await queues.connection.eval(HOLDS_EARLIER, keys.length, ...keys, acceptedAt, ...prefixes)) === 1) await sleep(POLL_MS)
+  while ((await holdsEarlier(queues.connection, keys, [acceptedAt, ...prefixes])) === 1) await sleep(POLL_MS)
 }

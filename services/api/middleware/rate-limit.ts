@@ -1,10 +1,10 @@
-import { createHash } from 'node:crypto'
 import type { NextFunction, Request, Response } from 'express'
 import type { Redis } from 'ioredis'
 import { getWorkspace, listBlockedExternalIds, type Workspace } from '../../../shared/db/repositories/workspace-repository.js'
 import type { Pool } from '../../../shared/db/pool.js'
 import { bucketFor, ScimBucket, type Bucket } from '../../../shared/domain/rate-limits.js'
 import { ApiError } from '../../../shared/errors.js'
+import { redisScript } from '../../../shared/redis-script.js'
 import { CoherentCache, MAX_REREADS, unsettled, type OperatorGeneration, type Tagged } from '../../../shared/operator-changes.js'
 import { bearerToken, invalidApiKey, type ApiKeyAuthenticator } from './auth.js'
 
@@ -63,7 +63,7 @@ if ttl == -1 then
   ttl = 1000 * ARGV[1]
 end
 return {count, ttl, generation}`
-const CONSUME_SHA = createHash('sha1').update(CONSUME).digest('hex')
+const consumeScript = redisScript(CONSUME)
 
 export type Consumed = 'counted' | 'stale'
 
@@ -75,13 +75,7 @@ export class RateLimits {
   ) {}
 
   private async run(keys: string[], args: string[]): Promise<[number, number, string]> {
-    try {
-      return (await this.redis.evalsha(CONSUME_SHA, keys.length, ...keys, ...args)) as [number, number, string]
-    } catch (e) {
-      // Once after a Redis restart emptied its script cache.
-      if (!String((e as Error).message).startsWith('NOSCRIPT')) throw e
-      return (await this.redis.eval(CONSUME, keys.length, ...keys, ...args)) as [number, number, string]
-    }
+    return (await consumeScript(this.redis, keys, args)) as [number, number, string]
   }
 
   /**
