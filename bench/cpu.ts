@@ -114,7 +114,12 @@ export const perThousandObjects = (cpuSeconds: Record<string, number>, objects: 
 export function meterCpu(
   m: Metered,
   everyMs = 1000,
-): { stop(): Record<string, number>; faults(): Record<string, number>; coresBetween(from: number, to: number): Cores } {
+): {
+  stop(): Record<string, number>
+  faults(): Record<string, number>
+  coresBetween(from: number, to: number): Cores
+  faultsPerSecondBetween(from: number, to: number): Record<string, number>
+} {
   const readings: { at: number; usage: Record<string, Usage>; idle: number }[] = []
   const read = () => readings.push({ at: performance.now(), usage: reading(m), idle: idleSeconds() })
   read()
@@ -145,6 +150,12 @@ export function meterCpu(
       cores.idle = round((b.idle - a.idle) / span)
       cores.other = round(os.cpus().length - used - cores.idle)
       return cores
+    },
+    faultsPerSecondBetween(from, to) {
+      const [a, b] = [nearest(from), nearest(to)]
+      const span = (b.at - a.at) / 1000
+      if (span <= 0) return {}
+      return Object.fromEntries(Object.keys(b.usage).map((name) => [name, Math.round((b.usage[name].faults - a.usage[name].faults) / span)]))
     },
   }
 }

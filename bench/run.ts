@@ -76,7 +76,8 @@ interface Soak {
   objectsPerSecondSent: number
   firstMinute: SoakMinute
   lastMinute: SoakMinute
-  minutes: (SoakMinute & { cores: Record<string, number> })[]
+  /** faultsPerSecond: absent from results written before it was measured. */
+  minutes: (SoakMinute & { cores: Record<string, number>; faultsPerSecond?: Record<string, number> })[]
   /** Absent from results written before the soak warmed up first. */
   warmUpSeconds?: number
   warmUp?: SoakMinute
@@ -339,6 +340,10 @@ async function main() {
     }
     rows.push(['soak: small requests p99 each minute (ms)', soak.minutes.map((m) => Math.round(m.small.p99Ms)).join(' / '), '', ''])
     rows.push(['soak: cores in use each minute, API / worker / Postgres / idle', soak.minutes.map((m) => `${m.cores.api}/${m.cores.worker}/${m.cores.postgres}/${m.cores.idle}`).join('  '), '', ''])
+    if (soak.minutes[0]?.faultsPerSecond) {
+      const faults = (m: (typeof soak.minutes)[number]) => `${n(m.faultsPerSecond!.worker)}/${n(m.faultsPerSecond!.postgres)}`
+      rows.push(['soak: minor page faults a second each minute, worker / Postgres', soak.minutes.map(faults).join('  '), '', ''])
+    }
     const share = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${Math.round(v * 100)}%`).join(', ')
     rows.push([
       'soak: mixed requests accepted; all applied after the last send',

@@ -1,12 +1,14 @@
 // Steady under a long send (issue 22): the mixed load (bench/mixed-load.ts) at a fixed rate near
 // capacity for BENCH_SOAK_SECONDS (default 600) under `make run`'s layout, after a warm-up of
-// BENCH_SOAK_WARMUP_SECONDS (default 30) at the same rates, reported apart: a freshly started
-// service's first ~10 s (code not yet optimized for the load, new Postgres backends, the engine's
-// first parts) are its start, not the drift a long send would show. With small requests
+// BENCH_SOAK_WARMUP_SECONDS (default 120) at the same rates, reported apart: a freshly started
+// service's first minutes are its start, not the drift a long send would show (code not yet
+// optimized for the load in its first ~10 s; then new Postgres backends faulting in the shared
+// buffers they touch, 4-5 times as many faults a second in the first 90 s as from the third
+// minute on, and the backlog the slow start left being worked off). With small requests
 // (1 attribute + 1 event) alongside at BENCH_SOAK_SMALL_RPS (default 50) whose latency is the
 // "small-request p99". Postgres runs with autovacuum at its defaults (the bench's own server,
-// bench/postgres.ts). Reported: applied objects/s, small-request p50/p99 and cores in use of the
-// first and the last minute and of every minute between, the dead-row share of the hot tables
+// bench/postgres.ts). Reported: applied objects/s, small-request p50/p99, cores in use and page
+// faults a second of the first and the last minute and of every minute between, the dead-row share of the hot tables
 // sampled every 30 s, and the exactness check of bench/mixed.ts once everything is applied.
 //
 // Usage: tsx bench/soak.ts [requests/s]: mixed requests (225 objects) a second, default
@@ -25,7 +27,7 @@ const num = (name: string, fallback: number) => Number(process.env[name] ?? fall
 const SECONDS = num('BENCH_SOAK_SECONDS', 600)
 const RPS = Number(process.argv[2] ?? num('BENCH_SOAK_RPS', 30))
 const SMALL_RPS = num('BENCH_SOAK_SMALL_RPS', 50)
-const WARMUP_SECONDS = num('BENCH_SOAK_WARMUP_SECONDS', 30)
+const WARMUP_SECONDS = num('BENCH_SOAK_WARMUP_SECONDS', 120)
 const SAMPLE_EVERY_MS = 30_000
 const WINDOW_MS = Math.min(60_000, (SECONDS * 1000) / 3)
 const HOT_TABLES = ['profiles', 'profile_aliases', 'applied_jobs']
@@ -151,6 +153,8 @@ async function main() {
     small: windowFigures(small.samples, from, from + ms),
     mixedApi: windowFigures(mixed.samples, from, from + ms),
     cores: cpu.coresBetween(from, from + ms),
+    /** Minor page faults a second of each process group: a fresh service's backends and heaps fault their working set in at first. */
+    faultsPerSecond: cpu.faultsPerSecondBetween(from, from + ms),
   })
   const warmUp = WARMUP_SECONDS > 0 ? windowAt(t0 - WARMUP_SECONDS * 1000, WARMUP_SECONDS * 1000) : undefined
   const measured = (samples: OpenLoopSample[]) => samples.filter((x) => x.due >= t0)
