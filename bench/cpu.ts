@@ -125,6 +125,12 @@ export function meterCpu(
   read()
   const timer = setInterval(read, everyMs)
   const nearest = (t: number) => readings.reduce((best, r) => (Math.abs(r.at - t) < Math.abs(best.at - t) ? r : best))
+  /** The readings nearest two instants and the seconds between them; undefined when they are the same. */
+  const window = (from: number, to: number) => {
+    const [a, b] = [nearest(from), nearest(to)]
+    const span = (b.at - a.at) / 1000
+    return span > 0 ? { a, b, span } : undefined
+  }
   /** Each group's growth of one field from the first reading to the last. */
   const since = (field: keyof Usage) => {
     const [first, last] = [readings[0], readings[readings.length - 1]]
@@ -138,9 +144,9 @@ export function meterCpu(
     },
     faults: () => since('faults'),
     coresBetween(from, to) {
-      const [a, b] = [nearest(from), nearest(to)]
-      const span = (b.at - a.at) / 1000
-      if (span <= 0) return {}
+      const w = window(from, to)
+      if (!w) return {}
+      const { a, b, span } = w
       const cores: Cores = {}
       let used = 0
       for (const name of Object.keys(b.usage)) {
@@ -152,9 +158,9 @@ export function meterCpu(
       return cores
     },
     faultsPerSecondBetween(from, to) {
-      const [a, b] = [nearest(from), nearest(to)]
-      const span = (b.at - a.at) / 1000
-      if (span <= 0) return {}
+      const w = window(from, to)
+      if (!w) return {}
+      const { a, b, span } = w
       return Object.fromEntries(Object.keys(b.usage).map((name) => [name, Math.round((b.usage[name].faults - a.usage[name].faults) / span)]))
     },
   }

@@ -74,10 +74,6 @@ export class RateLimits {
     private readonly generation: OperatorGeneration,
   ) {}
 
-  private async run(keys: string[], args: string[]): Promise<[number, number, string]> {
-    return (await consumeScript(this.redis, keys, args)) as [number, number, string]
-  }
-
   /**
    * Counts one request and sets the X-RateLimit-* headers; throws 429 past the limit, 503 without
    * Redis. With `generation`, counts only while it is current, else answers 'stale' and sets nothing.
@@ -86,7 +82,8 @@ export class RateLimits {
     const counter = `${this.generation.prefix}:rl:${bucket.name}:${bucket.limit}:${bucket.windowSeconds}:${key}`
     let result: [number, number, string]
     try {
-      result = await this.run([counter, this.generation.key], [String(bucket.windowSeconds), generation === undefined ? '' : 'check', generation ?? ''])
+      const args = [String(bucket.windowSeconds), generation === undefined ? '' : 'check', generation ?? '']
+      result = (await consumeScript(this.redis, [counter, this.generation.key], args)) as typeof result
     } catch {
       throw new ApiError(503, 'rate_limiter_unavailable', 'the service cannot accept requests right now (Redis unavailable)')
     }
