@@ -76,8 +76,12 @@ interface Soak {
   objectsPerSecondSent: number
   firstMinute: SoakMinute
   lastMinute: SoakMinute
-  /** faultsPerSecond: absent from results written before it was measured. */
-  minutes: (SoakMinute & { cores: Record<string, number>; faultsPerSecond?: Record<string, number> })[]
+  /** faultsPerSecond, postgres: absent from results written before they were measured. */
+  minutes: (SoakMinute & {
+    cores: Record<string, number>
+    faultsPerSecond?: Record<string, number>
+    postgres?: { walMbPerSecond: number; fullPageImagesPerSecond: number; checkpointsBegun: number }
+  })[]
   /** Absent from results written before the soak warmed up first. */
   warmUpSeconds?: number
   warmUp?: SoakMinute
@@ -345,6 +349,10 @@ async function main() {
     if (soak.minutes[0]?.faultsPerSecond) {
       const faults = (m: (typeof soak.minutes)[number]) => `${n(m.faultsPerSecond!.worker)}/${n(m.faultsPerSecond!.postgres)}`
       rows.push(['soak: minor page faults a second each minute, worker / Postgres', soak.minutes.map(faults).join('  '), '', ''])
+    }
+    if (soak.minutes[0]?.postgres) {
+      const wal = (m: (typeof soak.minutes)[number]) => `${m.postgres!.walMbPerSecond}/${n(m.postgres!.fullPageImagesPerSecond)}${m.postgres!.checkpointsBegun ? '*' : ''}`
+      rows.push(['soak: Postgres WAL MB/s / full-page images a second each minute (* a checkpoint began)', soak.minutes.map(wal).join('  '), '', ''])
     }
     const share = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${Math.round(v * 100)}%`).join(', ')
     rows.push([

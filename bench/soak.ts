@@ -35,6 +35,22 @@ const HOT_TABLES = ['profiles', 'profile_aliases', 'applied_jobs']
 interface DeadRows {
   atSeconds: number
   tables: Record<string, { live: number; dead: number; share: number; autovacuums: number; mb: number }>
+  /** Cumulative WAL and checkpoint counters of the server (pg_stat_wal, pg_stat_bgwriter: Postgres 14-16). */
+  server?: { walBytes: number; fullPageImages: number; checkpoints: number; checkpointBuffers: number }
+}
+
+/** The server's WAL and checkpoint counters; undefined where the views differ (Postgres 17 moved checkpoints). */
+async function serverCounters(db: pg.Client): Promise<DeadRows['server']> {
+  try {
+    const { rows } = await db.query(
+      `SELECT w.wal_bytes, w.wal_fpi, b.checkpoints_timed + b.checkpoints_req AS checkpoints, b.buffers_checkpoint
+       FROM pg_stat_wal w, pg_stat_bgwriter b`,
+    )
+    const r = rows[0]
+    return { walBytes: Number(r.wal_bytes), fullPageImages: Number(r.wal_fpi), checkpoints: Number(r.checkpoints), checkpointBuffers: Number(r.buffers_checkpoint) }
+  } catch {
+    return undefined
+  }
 }
 
 async function deadRows(db: pg.Client, startedAt: number): Promise<DeadRows> {
@@ -49,7 +65,25 @@ async function deadRows(db: pg.Client, startedAt: number): Promise<DeadRows> {
     const dead = Number(r.n_dead_tup)
     tables[r.relname] = { live, dead, share: live + dead ? round(dead / (live + dead)) : 0, autovacuums: Number(r.autovacuum_count), mb: Math.round(Number(r.bytes) / 2 ** 20) }
   }
-  return { atSeconds: round((performance.now() - startedAt) / 1000), tables }
+  return { atSeconds: round((performance.now() - startedAt) / 1000), tables, server: await serverCounters(db) }
+}
+
+/**
+ * The server's WAL written (MB/s), full-page images a second and checkpoints begun between the
+ * samples nearest two instants (ms after the start): after a checkpoint begins, the first change
+ * of each page writes the whole page to the WAL again.
+ */
+function serverBetween(samples: DeadRows[], from: number, to: number) {
+  const at = (ms: number) => samples.reduce((best, s) => (Math.abs(s.atSeconds * 1000 - ms) < Math.abs(best.atSeconds * 1000 - ms) ? s : best), samples[0])
+  const [a, b] = [at(from), at(to)]
+  const span = b.atSeconds - a.atSeconds
+  if (!a.server || !b.server || span <= 0) return undefined
+  return {
+    walMbPerSecond: round((b.server.walBytes - a.server.walBytes) / 2 ** 20 / span),
+    fullPageImagesPerSecond: Math.round((b.server.fullPageImages - a.server.fullPageImages) / span),
+    checkpointsBegun: b.server.checkpoints - a.server.checkpoints,
+    checkpointBuffers: b.server.checkpointBuffers - a.server.checkpointBuffers,
+  }
 }
 
 /**
@@ -155,6 +189,7 @@ async function main() {
     cores: cpu.coresBetween(from, from + ms),
     /** Minor page faults a second of each process group: a fresh service's backends and heaps fault their working set in at first. */
     faultsPerSecond: cpu.faultsPerSecondBetween(from, from + ms),
+    postgres: serverBetween(samples, at(from), at(from + ms)),
   })
   const warmUp = WARMUP_SECONDS > 0 ? windowAt(t0 - WARMUP_SECONDS * 1000, WARMUP_SECONDS * 1000) : undefined
   const measured = (samples: OpenLoopSample[]) => samples.filter((x) => x.due >= t0)
