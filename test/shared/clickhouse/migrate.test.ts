@@ -31,9 +31,10 @@ describe('ClickHouse migrations', () => {
     }
   })
 
-  it('merge event parts twenty at a time, and snapshot parts, read with FINAL, at the default', async () => {
+  it('merge event and snapshot parts twenty at a time, and overrides at the default', async () => {
     expect(await settingsOf('events')).toContain('merge_selector_base = 20')
-    expect(await settingsOf('profile_snapshots')).not.toContain('merge_selector_base')
+    expect(await settingsOf('profile_snapshots')).toContain('merge_selector_base = 20')
+    expect(await settingsOf('profile_overrides')).not.toContain('merge_selector_base')
   })
 
   it('can run again on a migrated database', async () => {
