@@ -74,8 +74,7 @@ async function deadRows(db: pg.Client, startedAt: number): Promise<DeadRows> {
  * of each page writes the whole page to the WAL again.
  */
 function serverBetween(samples: DeadRows[], from: number, to: number) {
-  const at = (ms: number) => samples.reduce((best, s) => (Math.abs(s.atSeconds * 1000 - ms) < Math.abs(best.atSeconds * 1000 - ms) ? s : best), samples[0])
-  const [a, b] = [at(from), at(to)]
+  const [a, b] = [nearest(samples, (s) => s.atSeconds * 1000, from), nearest(samples, (s) => s.atSeconds * 1000, to)]
   const span = b.atSeconds - a.atSeconds
   if (!a.server || !b.server || span <= 0) return undefined
   return {
@@ -120,11 +119,15 @@ function watchFrontier(t: Target, ids: (string | null | undefined)[], startedAt:
   }
 }
 
+/** The item whose instant (ms after the start) is nearest `ms`. */
+function nearest<T>(items: T[], msOf: (item: T) => number, ms: number): T {
+  return items.reduce((best, x) => (Math.abs(msOf(x) - ms) < Math.abs(msOf(best) - ms) ? x : best), items[0])
+}
+
 /** Requests done a second between two instants (ms after the start), from the frontier's points. */
 function rateBetween(points: { at: number; done: number }[], from: number, to: number): number {
-  const at = (ms: number) => points.reduce((best, p) => (Math.abs(p.at - ms) < Math.abs(best.at - ms) ? p : best), points[0])
-  const a = at(from)
-  const b = at(to)
+  const a = nearest(points, (p) => p.at, from)
+  const b = nearest(points, (p) => p.at, to)
   return b.at > a.at ? (b.done - a.done) / ((b.at - a.at) / 1000) : 0
 }
 
