@@ -4,6 +4,7 @@
 // which say whether the machine was full (then only less CPU per object makes it faster).
 import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
+import { nearest } from './lib.js'
 import { round } from './load.js'
 
 /** USER_HZ: /proc counts CPU time in ticks of 1/100 s on Linux. */
@@ -124,10 +125,9 @@ export function meterCpu(
   const read = () => readings.push({ at: performance.now(), usage: reading(m), idle: idleSeconds() })
   read()
   const timer = setInterval(read, everyMs)
-  const nearest = (t: number) => readings.reduce((best, r) => (Math.abs(r.at - t) < Math.abs(best.at - t) ? r : best))
   /** The readings nearest two instants and the seconds between them; undefined when they are the same. */
   const window = (from: number, to: number) => {
-    const [a, b] = [nearest(from), nearest(to)]
+    const [a, b] = [nearest(readings, (r) => r.at, from), nearest(readings, (r) => r.at, to)]
     const span = (b.at - a.at) / 1000
     return span > 0 ? { a, b, span } : undefined
   }

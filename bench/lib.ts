@@ -132,6 +132,11 @@ export async function stopService(s: ServiceProcess): Promise<void> {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
+/** The item whose instant (ms, performance.now() or after a start) is nearest `ms`. */
+export function nearest<T>(items: T[], msOf: (item: T) => number, ms: number): T {
+  return items.reduce((best, x) => (Math.abs(msOf(x) - ms) < Math.abs(msOf(best) - ms) ? x : best), items[0])
+}
+
 export function tempDir(prefix: string): string {
   return mkdtempSync(path.join(os.tmpdir(), prefix))
 }

@@ -14,7 +14,7 @@
 // Usage: tsx bench/soak.ts [requests/s]: mixed requests (225 objects) a second, default
 // BENCH_SOAK_RPS or 30. Prints one JSON line.
 import pg from 'pg'
-import { percentile, sleep } from './lib.js'
+import { nearest, percentile, sleep } from './lib.js'
 import { smallBody } from './ingest-load.js'
 import { allFinished, openLoop, post, progress, round, summarize, type OpenLoopSample, type Target } from './load.js'
 import { expected, MIXED_PER_KIND, mixedBody, mixedUsers } from './mixed-load.js'
@@ -117,11 +117,6 @@ function watchFrontier(t: Target, ids: (string | null | undefined)[], startedAt:
       await loop
     },
   }
-}
-
-/** The item whose instant (ms after the start) is nearest `ms`. */
-function nearest<T>(items: T[], msOf: (item: T) => number, ms: number): T {
-  return items.reduce((best, x) => (Math.abs(msOf(x) - ms) < Math.abs(msOf(best) - ms) ? x : best), items[0])
 }
 
 /** Requests done a second between two instants (ms after the start), from the frontier's points. */
