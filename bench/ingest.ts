@@ -4,7 +4,7 @@
 // measured with small requests (fixed rate, after the full load).
 import { randomBytes } from 'node:crypto'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
-import { WORKER_NICE } from '../bin/process-flags.js'
+import { workerPriority } from '../bin/process-flags.js'
 import { withLayout, type Layout } from './layout.js'
 import { acceptedToDone, allFinished, fullLoad, openLoop, post, round, summarize, whileDraining, type Target } from './load.js'
 import { meterCpu } from './cpu.js'
@@ -120,7 +120,7 @@ async function main() {
       JSON.stringify({
         mode,
         users: USERS,
-        processes: mode === 'split' ? { api: 1, worker: 1, workerNice: WORKER_NICE } : { all: 1 },
+        processes: mode === 'split' ? { api: 1, worker: 1, workerPriority: workerPriority().join(' ') } : { all: 1 },
         preloaded: { profiles: preloaded.profiles, events: preloaded.events },
         ...full,
         ...figures,

@@ -1,7 +1,7 @@
 // The two process layouts the benchmarks run the service in, on the preloaded database:
 // embedded (one process, every role) and split (one API process and one worker process at a
 // lower CPU priority: the layout `make run` starts, bin/run-local.ts).
-import { WORKER_NICE } from '../bin/process-flags.js'
+import { workerPriority } from '../bin/process-flags.js'
 import { dropQueueKeys, startService, stopService, type ServiceProcess } from './lib.js'
 
 export interface Layout {
@@ -19,7 +19,7 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
   const apis: ServiceProcess[] = []
   let worker: ServiceProcess | undefined
   const startWorker = async () => {
-    worker = await startService(['worker'], env, { nice: WORKER_NICE })
+    worker = await startService(['worker'], env, { priority: workerPriority() })
   }
   if (mode === 'embedded') {
     apis.push(await startService([], env))

@@ -45,8 +45,7 @@ const BENCH_OWNED = ['DATABASE_URL', 'DATA_DIR', 'QUEUE_PREFIX', 'PORT', 'METRIC
 
 /**
  * Starts `bin/main.ts <args>` and waits until its API (or, for a worker, its metrics listener)
- * answers. `nice` starts the process under `nice -n`, as `make run` starts its worker: every thread of it
- * (chDB's and libuv's too) gets the lower priority, not only the main thread as setPriority after spawn would.
+ * answers. `priority` is a command to start it under, as `make run` starts its worker (`workerPriority`).
  */
 /** A port nobody listens on now: fixed ports let two runs on one machine probe each other's services. */
 async function freePort(): Promise<number> {
@@ -85,7 +84,7 @@ function serviceLog(): { fd: number; named(name: string): string } {
   }
 }
 
-export async function startService(args: string[], env: Record<string, string>, opts: { nice?: number } = {}): Promise<ServiceProcess> {
+export async function startService(args: string[], env: Record<string, string>, opts: { priority?: string[] } = {}): Promise<ServiceProcess> {
   const port = await freePort()
   const log = serviceLog()
   const workerOnly = args[0] === 'worker'
@@ -98,7 +97,7 @@ export async function startService(args: string[], env: Record<string, string>, 
   ]
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !BENCH_OWNED.includes(k)))
   const command = [process.execPath, ...flags, '--import', 'tsx', 'bin/main.ts', ...args]
-  const [file, ...argv] = opts.nice === undefined ? command : ['nice', '-n', String(opts.nice), ...command]
+  const [file, ...argv] = [...(opts.priority ?? []), ...command]
   const child = spawn(file, argv, {
     cwd: serviceRoot,
     // BENCH_BARE_ALLOCATOR=1: the allocators' own defaults, to measure SERVICE_ALLOCATOR_ENV against.

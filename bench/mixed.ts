@@ -1,5 +1,5 @@
 // The mixed load (bench/mixed-load.ts) applied end to end under `make run`'s layout (split: one
-// API process, one worker process under nice) on the preloaded database, 32 requests in flight,
+// API process, one worker process at a lower CPU priority) on the preloaded database, 32 requests in flight,
 // then every object checked (bench/mixed-check.ts). Usage: tsx bench/mixed.ts [users]: the load
 // has as many requests as the ingest load for that many users (1,333 for 100,000: 300,000 objects).
 // Prints one JSON line.

@@ -1,9 +1,21 @@
 // How the service's processes are started: by `make run` (run-local.ts), the npm scripts
 // (start.ts) and the benchmarks' layouts, which mirror them.
+import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 
-/** The worker process's CPU priority under `make run`: the API wins the cores when both want them. */
-export const WORKER_NICE = 10
+/**
+ * The command that starts the worker process under `make run` at a lower CPU priority, so that the
+ * API wins the cores when both want them; from exec on, so every thread inherits it (chDB's and
+ * libuv's too, not only the main thread as a change after spawn would). The idle scheduling class
+ * (`chrt --idle 0`, util-linux): a thread of it runs only on a core no other thread wants. Nice 10
+ * did not do that on Linux's scheduler since 6.6 (EEVDF): at 1,000 small requests a second the
+ * API's main thread waited in the run queue 0.6 of the time it ran (README, Mixed load). Where
+ * chrt is missing (not Linux), nice 10.
+ */
+export function workerPriority(): string[] {
+  const chrt = spawnSync('chrt', ['--version'], { stdio: 'ignore' })
+  return chrt.status === 0 ? ['chrt', '--idle', '0'] : ['nice', '-n', '10']
+}
 
 /**
  * V8 flags of every service process: a 64 MiB young generation instead of 16. A batch's or a

@@ -1,7 +1,7 @@
 /**
  * `make run` / `npm start`: the API and the workers as two processes of one machine, so the API
  * keeps answering while the workers are saturated. The worker process runs at a lower CPU priority
- * (nice 10): the scheduler gives the API the cores whenever it has work. The API needs no
+ * (the idle scheduling class, `workerPriority`): the scheduler gives the API the cores whenever it has work. The API needs no
  * ClickHouse; the worker holds the embedded engine (its flock dies with it, so a restart is
  * immediate). A child that dies unexpectedly is restarted after a short back-off; SIGINT/SIGTERM
  * are passed on and the supervisor exits once both children have.
@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createLogger } from '../shared/logger.js'
-import { WORKER_NICE, serviceCommand, serviceProcessEnv } from './process-flags.js'
+import { serviceCommand, serviceProcessEnv, workerPriority } from './process-flags.js'
 
 const FIRST_BACKOFF_MS = 500
 const MAX_BACKOFF_MS = 30_000
@@ -25,7 +25,8 @@ const EXIT_FATAL = 2
 interface Child {
   role: 'api' | 'worker'
   env: NodeJS.ProcessEnv
-  nice: number
+  /** The command the process is started under (its CPU priority); none for the API. */
+  priority: string[]
   proc?: ChildProcess
   startedAt: number
   quickFailures: number
@@ -48,23 +49,20 @@ function main() {
   const apiEnv = serviceProcessEnv(process.env)
   delete apiEnv.METRICS_PORT
   const children: Child[] = [
-    { role: 'api', env: apiEnv, nice: 0, startedAt: 0, quickFailures: 0 },
-    { role: 'worker', env: serviceProcessEnv(process.env), nice: WORKER_NICE, startedAt: 0, quickFailures: 0 },
+    { role: 'api', env: apiEnv, priority: [], startedAt: 0, quickFailures: 0 },
+    { role: 'worker', env: serviceProcessEnv(process.env), priority: workerPriority(), startedAt: 0, quickFailures: 0 },
   ]
   let stopping = false
   let exitCode = 0
 
   const start = (c: Child) => {
-    const node = serviceCommand([c.role])
-    // `nice` from exec on: every thread inherits it (os.setPriority after spawn lowers only the
-    // main thread on Linux, where the nice value is per thread).
-    const [cmd, ...args] = c.nice ? ['nice', '-n', String(c.nice), ...node] : node
+    const [cmd, ...args] = [...c.priority, ...serviceCommand([c.role])]
     const proc = spawn(cmd, args, { env: c.env, stdio: ['pipe', 'inherit', 'inherit'] })
     c.proc = proc
     c.startedAt = Date.now()
     proc.on('error', (e) => logger.error({ role: c.role, err: e }, 'could not start the process'))
     proc.on('close', (code, signal) => exited(c, proc, code, signal))
-    logger.info({ role: c.role, pid: proc.pid, nice: c.nice }, 'process started')
+    logger.info({ role: c.role, pid: proc.pid, priority: c.priority.join(' ') || 'default' }, 'process started')
   }
 
   const exited = (c: Child, proc: ChildProcess, code: number | null, signal: NodeJS.Signals | null) => {

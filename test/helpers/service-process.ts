@@ -93,7 +93,7 @@ async function ready(baseUrl: string, output: () => string): Promise<void> {
 
 /**
  * `make run`'s layout exactly: `npm start`'s command (`node --import tsx bin/run-local.ts`), which
- * supervises one API process and one worker process under nice 10; first-start credentials and
+ * supervises one API process and one worker process in the idle scheduling class; first-start credentials and
  * the generated admin token read from DATA_DIR as a user would.
  */
 export async function startMakeRun(extra: Record<string, string> = {}): Promise<ServiceProcesses> {
