@@ -43,10 +43,6 @@ export interface ServiceProcess {
 // through, so `TRACK_PARTITIONS=2 make bench` (or a backlog bound) reaches the services.
 const BENCH_OWNED = ['DATABASE_URL', 'DATA_DIR', 'QUEUE_PREFIX', 'PORT', 'METRICS_PORT', 'HOST', 'PUBLIC_URL', 'ADMIN_TOKEN', 'CLICKHOUSE_URL']
 
-/**
- * Starts `bin/main.ts <args>` and waits until its API (or, for a worker, its metrics listener)
- * answers. `priority` is a command to start it under, as `make run` starts its worker (`workerPriority`).
- */
 /** A port nobody listens on now: fixed ports let two runs on one machine probe each other's services. */
 async function freePort(): Promise<number> {
   const server = net.createServer()
@@ -84,6 +80,10 @@ function serviceLog(): { fd: number; named(name: string): string } {
   }
 }
 
+/**
+ * Starts `bin/main.ts <args>` and waits until its API (or, for a worker, its metrics listener)
+ * answers. `priority` is a command to start it under, as `make run` starts its worker (`workerPriority`).
+ */
 export async function startService(args: string[], env: Record<string, string>, opts: { priority?: string[] } = {}): Promise<ServiceProcess> {
   const port = await freePort()
   const log = serviceLog()
