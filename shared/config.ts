@@ -19,7 +19,8 @@ const ConfigSchema = z.object({
   // At most one ClickHouse insert per table this often, rows arriving meanwhile joining the next: fewer inserts (each
   // costs the engine ~6-10 ms of CPU however few its rows) for up to this much more on a request's time to `done`.
   // At 100 ms the worker's CPU per small request fell 17-25% under a steady 600-1,000/s, but accepted -> done during
-  // a history sweep went from p99 110-148 to 226-366 ms (goal 250): 0 by default (README, Mixed load).
+  // a history sweep went from p99 110-148 to 226-366 ms (goal 250): 0 by default (docs/performance-history.md,
+  // twenty-second round).
   CLICKHOUSE_INSERT_INTERVAL_MS: int(0, 10_000).default(0),
   DATA_DIR: z.string().min(1).default('./.data'),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -32,7 +33,7 @@ const ConfigSchema = z.object({
   // Objects one track batch may hold (one transaction, one ClickHouse part): larger pays those once per more jobs,
   // smaller keeps one batch's latency low. Since events write and lock no Postgres row, a batch's fixed costs
   // weigh most: 10,000 applied a mixed load ~8% faster than 5,000, and 2,500 ~14% slower; 30,000 ~12% faster
-  // than 10,000 (README, Mixed load).
+  // than 10,000 (docs/performance-history.md, Mixed load rounds).
   TRACK_BATCH_MAX_OBJECTS: int(1, 100_000).default(30_000),
   JOB_LOCK_MS: int(1000, 600_000).default(30_000),
   // Accepted-but-unapplied track objects; past either bound /users/track answers 429. Measured Redis cost:

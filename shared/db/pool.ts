@@ -29,7 +29,7 @@ export const IDLE_CONNECTION_MS = 10 * 60_000
 export function createPool(databaseUrl: string, max = 20): Pool {
   // JIT off for our sessions: every statement here touches a bounded set of rows by index, yet a
   // batch's look-up over thousands of ids is costed above jit_optimize_above_cost, and compiling
-  // it took longer than running it (README, Performance). Per session, so the server's setting for others stays.
+  // it took longer than running it (docs/performance-history.md). Per session, so the server's setting for others stays.
   // allowExitOnIdle: an idle connection's long timer must not keep a process alive.
   const pool = new pg.Pool({
     connectionString: withDefaultUser(databaseUrl),

@@ -53,7 +53,7 @@ export function memberChecks<M extends Members>(members: M): (obj: Record<string
  * generate theirs): the members of `before`, the identifier (`identify`), the members of `after`,
  * answering `{index, identifier, ...members}`. Generated code reads each member by name and builds
  * one object of a fixed shape, as a hand-written parser would; a loop over the definition, with
- * its lookups by computed name, was measurably slower (README, Performance).
+ * its lookups by computed name, was measurably slower (docs/performance-history.md, Validation).
  */
 export function objectParser<B extends Members, A extends Members, I>(
   list: string,
