@@ -6,8 +6,10 @@
 // User u (0 .. 99,999) is always named the same way: 70% by external_id, 10% by user_alias, 10% by
 // email, 10% by phone. Users below 90,000 exist before the load: p<u+1> of the preloaded workspace
 // (by external_id or its preloaded email), or, for alias and phone users, made so by `setupBodies`
-// (an alias-only profile; the phone set on p<u+1>). Users from 90,000 up are new in each run (their
-// names carry the run's tag), named by external_id or email, both of which create a profile.
+// (an alias-only profile; the phone set on p<u+1>), which also makes again a p<u+1> an earlier
+// part merged away or deleted (the identity part takes ~42,000 of them). Users from 90,000 up are
+// new in each run (their names carry the run's tag), named by external_id or email, both of which
+// create a profile.
 //
 // Every attribute a user gets is a function of the user alone, so the result does not depend on
 // the order in which concurrent requests were accepted; what accumulates (`logins` {inc: 1}, the
@@ -165,16 +167,31 @@ export function mixedBody(r: MixedRequest, i: number, tag: string): string {
   return `{"attributes":[${attributes.join(',')}],"events":[${events.join(',')}],"purchases":[${purchases.join(',')}]}`
 }
 
+/** The preloaded profile (external id) of each existing user named by external_id, email or phone. */
+export function preloadedExternalIds(): string[] {
+  const ids: string[] = []
+  for (let u = 0; u < FIRST_NEW_USER; u++) if (kindOf(u) !== 'user_alias') ids.push(`p${u + 1}`)
+  return ids
+}
+
 /**
- * Made before the load (and not measured), the same in every run: an alias-only profile for each
- * existing alias user, and each existing phone user's phone on its profile.
+ * Made before the load (and not measured): an alias-only profile for each existing alias user,
+ * each existing phone user's phone on its profile, and each preloaded profile in `gone` (merged
+ * away or deleted by an earlier part) made again as the preload had it, so that the load's
+ * existing users exist whatever ran before it.
  */
-export function setupBodies(): string[] {
+export function setupBodies(gone: ReadonlySet<string> = new Set()): string[] {
   const objects: Record<string, unknown>[] = []
   for (let u = 0; u < FIRST_NEW_USER; u++) {
     const kind = kindOf(u)
-    if (kind === 'user_alias') objects.push({ ...identifierOf(u, ''), _update_existing_only: false })
-    if (kind === 'phone') objects.push({ external_id: `p${u + 1}`, phone: phoneOf(u) })
+    if (kind === 'user_alias') {
+      objects.push({ ...identifierOf(u, ''), _update_existing_only: false })
+      continue
+    }
+    const externalId = `p${u + 1}`
+    const again = gone.has(externalId) ? { email: `${externalId}@example.com` } : {}
+    if (kind === 'phone') objects.push({ external_id: externalId, ...again, phone: phoneOf(u) })
+    else if (gone.has(externalId)) objects.push({ external_id: externalId, ...again })
   }
   const bodies: string[] = []
   for (let k = 0; k < objects.length; k += MIXED_PER_KIND) bodies.push(JSON.stringify({ attributes: objects.slice(k, k + MIXED_PER_KIND) }))

@@ -12,7 +12,7 @@ import { startLayout, type Layout } from './layout.js'
 import { meterCpu, pageFaultMicros, threadSeconds } from './cpu.js'
 import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
-import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, setupBodies, type Expected } from './mixed-load.js'
+import { expected, MIXED_PER_KIND, mixedBody, mixedUsers, preloadedExternalIds, setupBodies, type Expected } from './mixed-load.js'
 import { sampleLockWaits } from './pg-activity.js'
 import { benchPostmasterPid } from './postgres.js'
 import { readPreloaded, serviceEnv, type Preloaded } from './preload.js'
@@ -42,12 +42,23 @@ export async function startMixed(preloaded: Preloaded): Promise<MixedRun> {
   const env = serviceEnv(preloaded)
   const layout = await startLayout('split', env)
   const t: Target = { urls: layout.apis, key: preloaded.workspace.key }
-  const started = performance.now()
-  const setup = await sendAll(t, setupBodies())
-  if (setup.done.doneAt === undefined || setup.done.failed || setup.done.withErrors) throw new Error(`setup not applied: ${JSON.stringify(setup.done)}`)
   const db = new pg.Client({ connectionString: preloaded.databaseUrl })
   await db.connect()
+  const started = performance.now()
+  const setup = await sendAll(t, setupBodies(await goneFromPreload(db, preloaded)))
+  if (setup.done.doneAt === undefined || setup.done.failed || setup.done.withErrors) throw new Error(`setup not applied: ${JSON.stringify(setup.done)}`)
   return { layout, t, db, tag: randomBytes(3).toString('hex'), queuePrefix: env.QUEUE_PREFIX, setupSeconds: round((performance.now() - started) / 1000) }
+}
+
+/** The load's preloaded profiles that are no longer there (an earlier part merged or deleted them). */
+async function goneFromPreload(db: pg.Client, preloaded: Preloaded): Promise<Set<string>> {
+  const expected = preloadedExternalIds()
+  const r = await db.query<{ external_id: string }>('SELECT external_id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])', [
+    preloaded.workspace.id,
+    expected,
+  ])
+  const present = new Set(r.rows.map((row) => row.external_id))
+  return new Set(expected.filter((id) => !present.has(id)))
 }
 
 /** State read before the load, for the check after it. */
