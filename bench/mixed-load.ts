@@ -189,9 +189,9 @@ export function setupBodies(gone: ReadonlySet<string> = new Set()): string[] {
       continue
     }
     const externalId = `p${u + 1}`
-    const again = gone.has(externalId) ? { email: `${externalId}@example.com` } : {}
-    if (kind === 'phone') objects.push({ external_id: externalId, ...again, phone: phoneOf(u) })
-    else if (gone.has(externalId)) objects.push({ external_id: externalId, ...again })
+    const asPreloaded = { external_id: externalId, email: `${externalId}@example.com` }
+    if (kind === 'phone') objects.push({ ...(gone.has(externalId) ? asPreloaded : { external_id: externalId }), phone: phoneOf(u) })
+    else if (gone.has(externalId)) objects.push(asPreloaded)
   }
   const bodies: string[] = []
   for (let k = 0; k < objects.length; k += MIXED_PER_KIND) bodies.push(JSON.stringify({ attributes: objects.slice(k, k + MIXED_PER_KIND) }))
