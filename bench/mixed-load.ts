@@ -47,16 +47,19 @@ export function kindOf(u: number): Kind {
 /** A valid French mobile number, one per user. */
 export const phoneOf = (u: number) => `+336${String(u).padStart(8, '0')}`
 
+/** The preloaded profile an existing user u (below FIRST_NEW_USER) stands for, by its external id. */
+const preloadedIdOf = (u: number) => `p${u + 1}`
+
 export function emailOf(u: number, tag: string): string {
   if (u >= FIRST_NEW_USER) return `n${tag}-${u}@bench.example`
-  return kindOf(u) === 'user_alias' ? `ma${u}@bench.example` : `p${u + 1}@example.com`
+  return kindOf(u) === 'user_alias' ? `ma${u}@bench.example` : `${preloadedIdOf(u)}@example.com`
 }
 
 /** The identifier fields of user u in an object of the load. */
 export function identifierOf(u: number, tag: string): IdentifierFields {
   const kind = kindOf(u)
   if (u >= FIRST_NEW_USER) return kind === 'email' ? { email: emailOf(u, tag) } : { external_id: `n${tag}-${u}` }
-  if (kind === 'external_id') return { external_id: `p${u + 1}` }
+  if (kind === 'external_id') return { external_id: preloadedIdOf(u) }
   if (kind === 'user_alias') return { user_alias: { alias_name: `ma${u}`, alias_label: ALIAS_LABEL } }
   if (kind === 'email') return { email: emailOf(u, tag) }
   return { phone: phoneOf(u) }
@@ -170,7 +173,7 @@ export function mixedBody(r: MixedRequest, i: number, tag: string): string {
 /** The preloaded profile (external id) of each existing user named by external_id, email or phone. */
 export function preloadedExternalIds(): string[] {
   const ids: string[] = []
-  for (let u = 0; u < FIRST_NEW_USER; u++) if (kindOf(u) !== 'user_alias') ids.push(`p${u + 1}`)
+  for (let u = 0; u < FIRST_NEW_USER; u++) if (kindOf(u) !== 'user_alias') ids.push(preloadedIdOf(u))
   return ids
 }
 
@@ -188,8 +191,8 @@ export function setupBodies(gone: ReadonlySet<string> = new Set()): string[] {
       objects.push({ ...identifierOf(u, ''), _update_existing_only: false })
       continue
     }
-    const externalId = `p${u + 1}`
-    const asPreloaded = { external_id: externalId, email: `${externalId}@example.com` }
+    const externalId = preloadedIdOf(u)
+    const asPreloaded = { external_id: externalId, email: emailOf(u, '') }
     if (kind === 'phone') objects.push({ ...(gone.has(externalId) ? asPreloaded : { external_id: externalId }), phone: phoneOf(u) })
     else if (gone.has(externalId)) objects.push(asPreloaded)
   }
