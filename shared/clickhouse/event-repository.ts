@@ -84,18 +84,27 @@ export async function readEventSummaries(ch: ClickHouse, workspaceId: string, pr
  * When each profile's latest occurrence was written, under the profile that owns it now: the
  * recency an event or purchase gives its profile ("most recently updated", interface.md 4.1 rule
  * 5 and 4.2) beside its row's `updated_at`. An occurrence counts once its batch has delivered it;
- * a copy made by the history sweep keeps the original time.
+ * a copy made by the history sweep keeps the original time. `merged` are the merges into these
+ * profiles not yet swept (Postgres holds them: `overridesInto`): the merged profiles' occurrences
+ * count for the one they live on in. `events` is ordered by profile in granules of 8,192 rows, so
+ * the read costs about a granule per profile and part: for hundreds of profiles, most of the
+ * workspace's history (callers ask only for the profiles whose recency decides something).
  */
-export async function lastOccurrences(ch: ClickHouse, workspaceId: string, profileIds: number[]): Promise<Map<number, string>> {
+export async function lastOccurrences(
+  ch: ClickHouse,
+  workspaceId: string,
+  profileIds: number[],
+  merged: readonly { oldProfileId: number; newProfileId: number }[],
+): Promise<Map<number, string>> {
   const out = new Map<number, string>()
   if (profileIds.length === 0) return out
-  const { tables, olds, news } = await mergedInto(ch, workspaceId, profileIds)
+  const olds = merged.map((m) => m.oldProfileId)
   const rs = await ch.client.query({
     query: `SELECT transform(profile_id, {olds:Array(UInt64)}, {news:Array(UInt64)}, profile_id) AS owner, max(inserted_at)
-             FROM ${tables.eventsTable}
+             FROM ${ch.database}.events
              WHERE workspace_id = {ws:String} AND profile_id IN {read:Array(UInt64)}
              GROUP BY owner`,
-    query_params: { ws: workspaceId, olds, news, read: [...profileIds, ...olds] },
+    query_params: { ws: workspaceId, olds, news: merged.map((m) => m.newProfileId), read: [...profileIds, ...olds] },
     format: 'TabSeparated',
   })
   for (const [owner, at] of tsvRows(await rs.text())) out.set(Number(owner), isoOf(at))

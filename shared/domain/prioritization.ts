@@ -31,21 +31,33 @@ export interface Candidate {
   updated_at: string
 }
 
-/** The profiles whose recency can decide anything: those sharing an email or a phone with another of `profiles`. */
-export function sharingAnAddress(profiles: readonly { id: number; email: string | null; phone: string | null }[]): number[] {
-  const shared = (field: 'email' | 'phone') => {
+/** Emails and phones a batch names as identifiers. */
+export interface NamedAddresses {
+  emails: ReadonlySet<string>
+  phones: ReadonlySet<string>
+}
+
+/**
+ * The profiles whose recency can decide anything: those sharing an email or a phone with another
+ * of `profiles`. With `named`, only those sharing an address named there: recency picks among the
+ * holders of an address only when an identifier names it, so the holders of any other address
+ * need no last occurrence read (a read whose cost follows the history).
+ */
+export function sharingAnAddress(profiles: readonly { id: number; email: string | null; phone: string | null }[], named?: NamedAddresses): number[] {
+  const shared = (field: 'email' | 'phone', only: ReadonlySet<string> | undefined) => {
     const seen = new Set<string>()
     const twice = new Set<string>()
+    if (only?.size === 0) return twice
     for (const p of profiles) {
       const value = p[field]
-      if (value === null) continue
+      if (value === null || (only && !only.has(value))) continue
       if (seen.has(value)) twice.add(value)
       else seen.add(value)
     }
     return twice
   }
-  const emails = shared('email')
-  const phones = shared('phone')
+  const emails = shared('email', named?.emails)
+  const phones = shared('phone', named?.phones)
   if (emails.size === 0 && phones.size === 0) return []
   return profiles.filter((p) => (p.email !== null && emails.has(p.email)) || (p.phone !== null && phones.has(p.phone))).map((p) => p.id)
 }

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { countEvents, lastOccurrences, readEventSummaries } from '../../shared/clickhouse/event-repository.js'
+import { countEvents, readEventSummaries } from '../../shared/clickhouse/event-repository.js'
 import { withSummaries } from '../../shared/domain/user-record.js'
 import { readSnapshots } from '../../shared/clickhouse/snapshot-repository.js'
 import { withTransaction } from '../../shared/db/pool.js'
 import { recordAppliedBatch } from '../../shared/db/repositories/job-ledger-repository.js'
 import { ReadPriority } from '../../workers/clickhouse-reads/priority.js'
 import { applyIdentityTransaction, createIdentityProcessor } from '../../workers/identity/processor.js'
+import { occurrenceRecency } from '../../workers/occurrence-recency.js'
 import type { IdentityJob } from '../../shared/queue/identity-jobs.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 import { until } from '../helpers/wait.js'
@@ -372,7 +373,7 @@ describe('order and safety', () => {
     const key = `identity:crash-${ws.id}`
     // The first attempt commits its Postgres transaction (as applyBatchExactlyOnce does), then dies before touching ClickHouse.
     await withTransaction(env.ctx.pg, async (db) => {
-      const applied = await applyIdentityTransaction(db, [{ key, job }], (w, ids) => lastOccurrences(env.clickhouse, w, ids))
+      const applied = await applyIdentityTransaction(db, [{ key, job }], occurrenceRecency(env.clickhouse, db))
       expect(await recordAppliedBatch(db, [{ key, workspaceId: ws.id, errors: [] }], applied.outbox)).toBe(true)
     })
     expect(await countEvents(env.clickhouse, ws.id, [m])).toEqual([{ kind: 'event', n: 2 }])

@@ -1,10 +1,10 @@
 import type pg from 'pg'
-import { lastOccurrences } from '../../shared/clickhouse/event-repository.js'
 import { recordErasures } from '../../shared/db/repositories/override-repository.js'
 import type { LastOccurrences } from '../../shared/domain/prioritization.js'
 import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
 import { exactlyOnce, type Committed } from '../exactly-once.js'
+import { occurrenceRecency } from '../occurrence-recency.js'
 import type { BatchProcessor } from '../runner.js'
 import { applyIdentityJobs, type KeyedIdentityJob } from './apply-batch.js'
 import { waitForEarlierTrackWork } from './barrier.js'
@@ -30,14 +30,13 @@ export async function applyIdentityTransaction(db: pg.PoolClient, fresh: KeyedId
  * are non-fatal errors on the request; the job itself succeeds.
  */
 export function createIdentityProcessor(deps: WorkerDeps): BatchProcessor<'applyIdentityChange'> {
-  const recency = (ws: string, ids: number[]) => lastOccurrences(deps.clickhouse, ws, ids)
   const processor = exactlyOnce<'applyIdentityChange', undefined>(deps.pg, {
     ledgerName: 'identity',
     maxWeight: IDENTITY_BATCH_MAX_OPERATIONS,
     weight: (job) => job.operations.length,
     joins: () => true,
     objects: (job) => job.operations.length,
-    commit: (db, fresh) => applyIdentityTransaction(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), recency),
+    commit: (db, fresh) => applyIdentityTransaction(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), occurrenceRecency(deps.clickhouse, db)),
     deliver: (_owed, outboxes) => deliverToClickHouse(deps, outboxes, []),
   }, deps.readsFirst)
   return {

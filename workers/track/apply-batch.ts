@@ -139,16 +139,18 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
  * The batch's read: the keys of every profile it names; those an attributes object names (all of
  * them for a job that runs alone) locked against other writers, with their fields and record
  * parts; push tokens, subscription groups; ids for profiles it may create; for profiles sharing an
- * email or phone, their last occurrence (read from the event history).
+ * email or phone that an identifier of the batch names, their last occurrence (read from the
+ * event history; ProfileIndex.find compares holders of such an address only).
  */
 async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean, lastOccurrences: LastOccurrences): Promise<TrackBatch> {
   const idPool: number[] = []
   const ids = identifiersOf(jobs)
-  const named = await readProfileKeys(db, ws, lookupOf(ids))
+  const lookup = lookupOf(ids)
+  const named = await readProfileKeys(db, ws, lookup)
   const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
   const changing = await lockProfilesToChange(db, toChange)
   const keys = withCurrentKeys(named.keys, changing)
-  withLastOccurrences(keys, await lastOccurrences(ws, sharingAnAddress(keys)))
+  withLastOccurrences(keys, await lastOccurrences(ws, sharingAnAddress(keys, { emails: new Set(lookup.emails), phones: new Set(lookup.phones) })))
   const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))

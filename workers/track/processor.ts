@@ -1,9 +1,10 @@
-import { lastOccurrences, type EventRow } from '../../shared/clickhouse/event-repository.js'
+import type { EventRow } from '../../shared/clickhouse/event-repository.js'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
 import { recordErasures } from '../../shared/db/repositories/override-repository.js'
 import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
 import { exactlyOnce } from '../exactly-once.js'
+import { occurrenceRecency } from '../occurrence-recency.js'
 import type { BatchProcessor } from '../runner.js'
 import { applyTrackJobs, isPlainTrackJob } from './apply-batch.js'
 import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
@@ -60,7 +61,6 @@ export function* eventRowsOf(job: TrackJob, owners: (number | null)[]): Generato
  * a job with push tokens or subscription states runs alone (see isPlainTrackJob).
  */
 export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTrackBatch'> {
-  const recency = (ws: string, ids: number[]) => lastOccurrences(deps.clickhouse, ws, ids)
   return exactlyOnce<'applyTrackBatch', Snapshot[]>(deps.pg, {
     ledgerName: 'track',
     maxWeight: deps.config.TRACK_BATCH_MAX_OBJECTS,
@@ -68,7 +68,7 @@ export function createTrackProcessor(deps: WorkerDeps): BatchProcessor<'applyTra
     joins: isPlainTrackJob,
     objects: objectsOf,
     async commit(db, fresh) {
-      const applied = await applyTrackJobs(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), new Date().toISOString(), recency)
+      const applied = await applyTrackJobs(db, fresh.map((f) => ({ key: f.key, job: f.entry.data })), new Date().toISOString(), occurrenceRecency(deps.clickhouse, db))
       const deleted = applied.deleted.map((d) => ({ workspaceId: d.workspaceId, profileIds: d.profiles.map((p) => p.id) }))
       // A temporary push-import profile cleaned up: its rows, if any, are erased like a deleted user's.
       await recordErasures(db, deleted)

@@ -66,6 +66,18 @@ export async function repointOverrides(db: Queryable, merges: { from: number; to
   return r.rows.map(toOverride(false))
 }
 
+/** The merges into these profiles the sweep has not yet squashed (by the index on `new_profile_id`). */
+export async function overridesInto(db: Queryable, profileIds: number[]): Promise<Override[]> {
+  if (profileIds.length === 0) return []
+  const r = await query<OverrideRow>(
+    db,
+    'overridesInto',
+    'SELECT workspace_id, old_profile_id, new_profile_id, version FROM profile_overrides WHERE new_profile_id = ANY($1::bigint[])',
+    [profileIds],
+  )
+  return r.rows.map(toOverride(false))
+}
+
 /** Ends the overrides leading to deleted profiles; returns them (their old profiles' rows are erased too). */
 export async function dropOverridesInto(db: Queryable, profileIds: number[]): Promise<Override[]> {
   if (profileIds.length === 0) return []

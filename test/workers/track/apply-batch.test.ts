@@ -121,3 +121,40 @@ describe('a profile an attributes object names by external id', () => {
     expect(profiles.rows).toEqual([{ id, first_name: 'Ada', last_name: 'Lovelace', version: 3 }])
   })
 })
+
+describe('profiles sharing an email', () => {
+  it('have their last occurrences read only when an identifier of the batch names that email, and the later one is found by it', async () => {
+    const ws = randomUUID()
+    const email = `shared-${randomUUID()}@example.com`
+    const [older, newer] = [`x-${randomUUID()}`, `x-${randomUUID()}`]
+    const ids: number[] = []
+    for (const externalId of [older, newer]) {
+      const r = await env.ctx.pg.query<{ id: number }>(
+        `INSERT INTO profiles (workspace_id, service_id, external_id, email, random_bucket, updated_at) VALUES ($1, $2, $3, $4, 1, '2026-01-01T00:00:00Z') RETURNING id`,
+        [ws, randomUUID(), externalId, email],
+      )
+      ids.push(r.rows[0].id)
+    }
+    const time = '2026-02-01T00:00:00.000Z'
+    const asked: number[][] = []
+    // The second profile's last occurrence is the later one: by its rows alone the two tie.
+    const occurrences = async (_ws: string, profileIds: number[]) => {
+      asked.push([...profileIds].sort((a, b) => a - b))
+      return new Map(profileIds.filter((id) => id === ids[1]).map((id) => [id, '2026-01-15T00:00:00.000Z']))
+    }
+    const event = (identifier: { kind: 'external_id' | 'email'; value: string }) => ({ index: 0, identifier, time, properties: {}, name: 'played' })
+    const apply = async (key: string, identifiers: { kind: 'external_id' | 'email'; value: string }[]) => {
+      const db = await transaction()
+      const applied = await applyTrackJobs(db, [{ key, job: job(ws, { events: identifiers.map((identifier, index) => ({ ...event(identifier), index })) }) }], time, occurrences)
+      await commit(db)
+      return applied.owners.get(key)
+    }
+
+    // Both holders named by external id only: the email is never looked up, so nothing is read.
+    expect(await apply('by-id', [{ kind: 'external_id', value: older }, { kind: 'external_id', value: newer }])).toEqual(ids)
+    expect(asked).toEqual([[]])
+    // Named by the email: both holders' occurrences are read and the later one owns the event.
+    expect(await apply('by-email', [{ kind: 'email', value: email }])).toEqual([ids[1]])
+    expect(asked).toEqual([[], [...ids].sort((a, b) => a - b)])
+  })
+})
