@@ -51,9 +51,11 @@ export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJo
     const ops = wsJobs.flatMap((j) => j.job.operations)
     const targets = ops.flatMap((op) => (op.type === 'merge' ? [op.toMerge, op.toKeep] : [op.user]))
     const externalIds = ops.flatMap((op) => (op.type === 'identify' ? [op.externalId] : []))
-    const locked = await lockProfiles(db, workspaceId, lookupOf(targets, externalIds))
+    const lookup = lookupOf(targets, externalIds)
+    const locked = await lockProfiles(db, workspaceId, lookup)
     const profiles = [...locked.byId.values()]
-    withLastOccurrences(profiles, await lastOccurrences(workspaceId, sharingAnAddress(profiles)))
+    // Prioritization ranks the holders of an email or phone a target names (resolve.ts), no others.
+    withLastOccurrences(profiles, await lastOccurrences(workspaceId, sharingAnAddress(profiles, { emails: new Set(lookup.emails), phones: new Set(lookup.phones) })))
     const batch = new IdentityBatch(db, workspaceId, locked, now)
     for (const { key, job } of wsJobs) {
       const errors: IdentityError[] = []
