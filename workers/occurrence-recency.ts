@@ -13,4 +13,4 @@ import type { LastOccurrences } from '../shared/domain/prioritization.js'
 export const occurrenceRecency =
   (ch: ClickHouse, db: Queryable): LastOccurrences =>
   async (workspaceId, profileIds) =>
-    profileIds.length === 0 ? new Map() : lastOccurrences(ch, workspaceId, profileIds, await overridesInto(db, profileIds))
+    lastOccurrences(ch, workspaceId, profileIds, await overridesInto(db, profileIds))

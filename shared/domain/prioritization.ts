@@ -31,10 +31,10 @@ export interface Candidate {
   updated_at: string
 }
 
-/** Emails and phones a batch names as identifiers. */
+/** Emails and phones a batch names as identifiers (a profile look-up's lists; absent: none). */
 export interface NamedAddresses {
-  emails: ReadonlySet<string>
-  phones: ReadonlySet<string>
+  emails?: readonly string[]
+  phones?: readonly string[]
 }
 
 /**
@@ -44,10 +44,11 @@ export interface NamedAddresses {
  * need no last occurrence read (a read whose cost follows the history).
  */
 export function sharingAnAddress(profiles: readonly { id: number; email: string | null; phone: string | null }[], named?: NamedAddresses): number[] {
-  const shared = (field: 'email' | 'phone', only: ReadonlySet<string> | undefined) => {
+  const shared = (field: 'email' | 'phone', names: readonly string[] | undefined) => {
     const seen = new Set<string>()
     const twice = new Set<string>()
-    if (only?.size === 0) return twice
+    if (names?.length === 0) return twice
+    const only = names && new Set(names)
     for (const p of profiles) {
       const value = p[field]
       if (value === null || (only && !only.has(value))) continue
@@ -56,8 +57,8 @@ export function sharingAnAddress(profiles: readonly { id: number; email: string 
     }
     return twice
   }
-  const emails = shared('email', named?.emails)
-  const phones = shared('phone', named?.phones)
+  const emails = shared('email', named && (named.emails ?? []))
+  const phones = shared('phone', named && (named.phones ?? []))
   if (emails.size === 0 && phones.size === 0) return []
   return profiles.filter((p) => (p.email !== null && emails.has(p.email)) || (p.phone !== null && phones.has(p.phone))).map((p) => p.id)
 }

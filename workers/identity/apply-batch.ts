@@ -55,7 +55,7 @@ export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJo
     const locked = await lockProfiles(db, workspaceId, lookup)
     const profiles = [...locked.byId.values()]
     // Prioritization ranks the holders of an email or phone a target names (resolve.ts), no others.
-    withLastOccurrences(profiles, await lastOccurrences(workspaceId, sharingAnAddress(profiles, { emails: new Set(lookup.emails), phones: new Set(lookup.phones) })))
+    withLastOccurrences(profiles, await lastOccurrences(workspaceId, sharingAnAddress(profiles, lookup)))
     const batch = new IdentityBatch(db, workspaceId, locked, now)
     for (const { key, job } of wsJobs) {
       const errors: IdentityError[] = []

@@ -150,7 +150,7 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
   const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
   const changing = await lockProfilesToChange(db, toChange)
   const keys = withCurrentKeys(named.keys, changing)
-  withLastOccurrences(keys, await lastOccurrences(ws, sharingAnAddress(keys, { emails: new Set(lookup.emails), phones: new Set(lookup.phones) })))
+  withLastOccurrences(keys, await lastOccurrences(ws, sharingAnAddress(keys, lookup)))
   const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing) }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
