@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { aliasKey, UPDATED_COLUMNS, type ProfileKeys, type ProfileRow, type UpdatedColumn } from '../../shared/db/repositories/profile-repository.js'
 import type { Identifier } from '../../shared/domain/identifiers.js'
-import { sharingAnAddress } from '../../shared/domain/prioritization.js'
 import { NoProfileFields } from '../../shared/domain/profile-fields.js'
 import { byteOrder, storedRecordOf, type ProfileParts, type StoredRecord } from '../../shared/domain/user-record.js'
 
@@ -93,10 +92,16 @@ export class ProfileIndex {
   private readonly parts = new Map<number, ProfileParts>()
   private readonly aliasOwner: Map<string, number>
   private readonly byExternalId = new Map<string, ProfileKeys>()
-  private readonly byServiceId = new Map<string, ProfileKeys>()
-  private readonly byEmail = new Map<string, Set<ProfileKeys>>()
-  private readonly byPhone = new Map<string, Set<ProfileKeys>>()
-  /** Higher = more recently updated, among holders of one email or phone (the only ones compared); profiles this batch touches become the most recent. */
+  /** Built at the first look-up by service id, which few batches make. */
+  private byServiceId: Map<string, ProfileKeys> | undefined
+  private readonly byEmail = new AddressHolders()
+  private readonly byPhone = new AddressHolders()
+  /**
+   * Higher = more recently updated, among holders of one email or phone (the only ones compared):
+   * those sharing one when read, ranked by their update times, then each profile the batch
+   * touches. The others have no entry (0): two holders of an address the batch did not touch
+   * shared it when read, so every comparison that decides anything is between entries.
+   */
   private readonly recency = new Map<number, number>()
   private clock = 0
 
@@ -112,14 +117,10 @@ export class ProfileIndex {
       this.parts.set(profile.id, parts)
       for (const a of parts.aliases) this.aliasOwner.set(aliasKey(a.alias_label, a.alias_name), profile.id)
     }
-    for (const keys of loaded.keys) {
-      this.addKeys(this.byId.get(keys.id) ?? keys)
-      this.recency.set(keys.id, ++this.clock)
-    }
-    // Recency only decides between holders of one email or phone (find): those are ranked by their
-    // update times, above the rest, whose order never matters. Sorting every key by time was a
-    // tenth of the index's time, for the few that share an address.
-    const sharing = new Set(sharingAnAddress(loaded.keys))
+    for (const keys of loaded.keys) this.addKeys(this.byId.get(keys.id) ?? keys)
+    // Sorting every key by time was a tenth of the index's time, for the few that share an address.
+    const sharing = new Set<number>()
+    for (const holders of [this.byEmail, this.byPhone]) for (const p of holders.sharedHolders()) sharing.add(p.id)
     if (sharing.size === 0) return
     // ISO times in one format compare as strings; localeCompare weighed more than the rest of the index.
     const ranked = loaded.keys.filter((k) => sharing.has(k.id)).sort((a, b) => (a.updated_at < b.updated_at ? -1 : a.updated_at > b.updated_at ? 1 : a.id - b.id))
@@ -148,11 +149,11 @@ export class ProfileIndex {
       case 'external_id':
         return this.byExternalId.get(id.value)
       case 'service_id':
-        return this.byServiceId.get(id.value)
+        return this.serviceIds().get(id.value)
       case 'email':
-        return this.mostRecent(this.byEmail.get(id.value))
+        return this.mostRecent(this.byEmail.holders(id.value))
       case 'phone':
-        return this.mostRecent(this.byPhone.get(id.value))
+        return this.mostRecent(this.byPhone.holders(id.value))
     }
   }
 
@@ -196,10 +197,10 @@ export class ProfileIndex {
   /** Sets a profile's email or phone, keeping the address maps right. */
   setAddress(p: ProfileRow, field: 'email' | 'phone', value: string | null): void {
     if (p[field] === value) return
-    const map = field === 'email' ? this.byEmail : this.byPhone
-    if (p[field] !== null) map.get(p[field]!)?.delete(p)
+    const holders = field === 'email' ? this.byEmail : this.byPhone
+    if (p[field] !== null) holders.remove(p[field]!, p)
     p[field] = value
-    if (value !== null) setOf(map, value).add(p)
+    if (value !== null) holders.add(value, p)
     this.addressChanged.add(p.id)
   }
 
@@ -245,23 +246,64 @@ export class ProfileIndex {
   private addKeys(p: ProfileKeys): void {
     this.keysById.set(p.id, p)
     if (p.external_id !== null) this.byExternalId.set(p.external_id, p)
-    this.byServiceId.set(p.service_id, p)
-    if (p.email !== null) setOf(this.byEmail, p.email).add(p)
-    if (p.phone !== null) setOf(this.byPhone, p.phone).add(p)
+    this.byServiceId?.set(p.service_id, p)
+    if (p.email !== null) this.byEmail.add(p.email, p)
+    if (p.phone !== null) this.byPhone.add(p.phone, p)
   }
 
-  private mostRecent(candidates: Set<ProfileKeys> | undefined): ProfileKeys | undefined {
+  private serviceIds(): Map<string, ProfileKeys> {
+    if (!this.byServiceId) {
+      this.byServiceId = new Map()
+      for (const p of this.keysById.values()) this.byServiceId.set(p.service_id, p)
+    }
+    return this.byServiceId
+  }
+
+  private mostRecent(holders: ProfileKeys | readonly ProfileKeys[] | undefined): ProfileKeys | undefined {
+    if (!Array.isArray(holders)) return holders as ProfileKeys | undefined
     let best: ProfileKeys | undefined
-    for (const p of candidates ?? []) if (!best || this.recency.get(p.id)! > this.recency.get(best.id)!) best = p
+    for (const p of holders) if (!best || (this.recency.get(p.id) ?? 0) > (this.recency.get(best.id) ?? 0)) best = p
     return best
   }
 }
 
-function setOf<K, V>(map: Map<K, Set<V>>, key: K): Set<V> {
-  let s = map.get(key)
-  if (!s) {
-    s = new Set()
-    map.set(key, s)
+/**
+ * The profiles holding each email (or phone): the one profile itself, a list only for an address
+ * several hold. A set per address was a third of the index's allocations, for the few shared.
+ */
+class AddressHolders {
+  private readonly byAddress = new Map<string, ProfileKeys | ProfileKeys[]>()
+  /** Every list ever made: the addresses held by several at some point. */
+  private readonly shared: ProfileKeys[][] = []
+
+  holders(address: string): ProfileKeys | readonly ProfileKeys[] | undefined {
+    return this.byAddress.get(address)
   }
-  return s
+
+  add(address: string, p: ProfileKeys): void {
+    const held = this.byAddress.get(address)
+    if (held === undefined) this.byAddress.set(address, p)
+    else if (!Array.isArray(held)) {
+      if (held !== p) {
+        const list = [held, p]
+        this.byAddress.set(address, list)
+        this.shared.push(list)
+      }
+    } else if (!held.includes(p)) held.push(p)
+  }
+
+  remove(address: string, p: ProfileKeys): void {
+    const held = this.byAddress.get(address)
+    if (held === p) this.byAddress.delete(address)
+    else if (Array.isArray(held)) {
+      const at = held.indexOf(p)
+      if (at >= 0) held.splice(at, 1)
+      if (held.length === 1) this.byAddress.set(address, held[0])
+    }
+  }
+
+  /** The holders of addresses several hold now. */
+  *sharedHolders(): Iterable<ProfileKeys> {
+    for (const list of this.shared) if (list.length > 1) yield* list
+  }
 }

@@ -137,6 +137,29 @@ describe('ProfileIndex changes', () => {
     expect([...index.addressChanged].sort()).toEqual([1, 2])
   })
 
+  it('finds by service id a profile created after an earlier look-up by service id', () => {
+    const { index, cid } = storedIndex()
+    expect(index.find({ kind: 'service_id', value: 'svc-3' })).toBe(cid)
+    const created = index.create({ kind: 'external_id', value: 'dan' })
+    expect(index.find({ kind: 'service_id', value: created.service_id })).toBe(created)
+  })
+
+  it('keeps an address found through its holders leaving, coming back and sharing it anew', () => {
+    const { index, ann, bob, cid } = storedIndex()
+    index.setAddress(ann, 'email', null)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(bob)
+    index.setAddress(bob, 'email', null)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBeUndefined()
+    // cid takes the address, then ann comes back to it: the one touched last is the most recent.
+    index.setAddress(cid, 'email', 'shared@example.com')
+    index.touch(cid)
+    index.setAddress(ann, 'email', 'shared@example.com')
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(cid)
+    index.touch(ann)
+    expect(index.find({ kind: 'email', value: 'shared@example.com' })).toBe(ann)
+    expect(index.find({ kind: 'email', value: 'cid@example.com' })).toBeUndefined()
+  })
+
   it('records no address change when the address is set to what it already is', () => {
     const { index, cid } = storedIndex()
     index.setAddress(cid, 'email', 'cid@example.com')
