@@ -259,8 +259,8 @@ export class ProfileIndex {
     return this.byServiceId
   }
 
-  private mostRecent(holders: ProfileKeys | readonly ProfileKeys[] | undefined): ProfileKeys | undefined {
-    if (!Array.isArray(holders)) return holders as ProfileKeys | undefined
+  private mostRecent(holders: ProfileKeys | ReadonlySet<ProfileKeys> | undefined): ProfileKeys | undefined {
+    if (!(holders instanceof Set)) return holders as ProfileKeys | undefined
     let best: ProfileKeys | undefined
     for (const p of holders) if (!best || (this.recency.get(p.id) ?? 0) > (this.recency.get(best.id) ?? 0)) best = p
     return best
@@ -268,42 +268,37 @@ export class ProfileIndex {
 }
 
 /**
- * The profiles holding each email (or phone): the one profile itself, a list only for an address
+ * The profiles holding each email (or phone): the one profile itself, a set only for an address
  * several hold. A set per address was a third of the index's allocations, for the few shared.
  */
 class AddressHolders {
-  private readonly byAddress = new Map<string, ProfileKeys | ProfileKeys[]>()
-  /** Every list ever made: the addresses held by several at some point. */
-  private readonly shared: ProfileKeys[][] = []
+  private readonly byAddress = new Map<string, ProfileKeys | Set<ProfileKeys>>()
+  /** Every set ever made: the addresses held by several at some point. */
+  private readonly shared: Set<ProfileKeys>[] = []
 
-  holders(address: string): ProfileKeys | readonly ProfileKeys[] | undefined {
+  holders(address: string): ProfileKeys | ReadonlySet<ProfileKeys> | undefined {
     return this.byAddress.get(address)
   }
 
   add(address: string, p: ProfileKeys): void {
     const held = this.byAddress.get(address)
     if (held === undefined) this.byAddress.set(address, p)
-    else if (!Array.isArray(held)) {
-      if (held !== p) {
-        const list = [held, p]
-        this.byAddress.set(address, list)
-        this.shared.push(list)
-      }
-    } else if (!held.includes(p)) held.push(p)
+    else if (held instanceof Set) held.add(p)
+    else if (held !== p) {
+      const several = new Set([held, p])
+      this.byAddress.set(address, several)
+      this.shared.push(several)
+    }
   }
 
   remove(address: string, p: ProfileKeys): void {
     const held = this.byAddress.get(address)
     if (held === p) this.byAddress.delete(address)
-    else if (Array.isArray(held)) {
-      const at = held.indexOf(p)
-      if (at >= 0) held.splice(at, 1)
-      if (held.length === 1) this.byAddress.set(address, held[0])
-    }
+    else if (held instanceof Set && held.delete(p) && held.size === 1) this.byAddress.set(address, held.values().next().value!)
   }
 
   /** The holders of addresses several hold now. */
   *sharedHolders(): Iterable<ProfileKeys> {
-    for (const list of this.shared) if (list.length > 1) yield* list
+    for (const several of this.shared) if (several.size > 1) yield* several
   }
 }
