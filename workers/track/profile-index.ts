@@ -118,7 +118,8 @@ export class ProfileIndex {
       for (const a of parts.aliases) this.aliasOwner.set(aliasKey(a.alias_label, a.alias_name), profile.id)
     }
     for (const keys of loaded.keys) this.addKeys(this.byId.get(keys.id) ?? keys)
-    // Sorting every key by time was a tenth of the index's time, for the few that share an address.
+    // Only the holders of a shared address are ranked by their times (see `recency`): sorting every
+    // key was a tenth of the index's time.
     const sharing = new Set<number>()
     for (const holders of [this.byEmail, this.byPhone]) for (const p of holders.sharedHolders()) sharing.add(p.id)
     if (sharing.size === 0) return
