@@ -274,8 +274,6 @@ export class ProfileIndex {
  */
 class AddressHolders {
   private readonly byAddress = new Map<string, ProfileKeys | Set<ProfileKeys>>()
-  /** Every set ever made: the addresses held by several at some point. */
-  private readonly shared: Set<ProfileKeys>[] = []
 
   holders(address: string): ProfileKeys | ReadonlySet<ProfileKeys> | undefined {
     return this.byAddress.get(address)
@@ -285,11 +283,7 @@ class AddressHolders {
     const held = this.byAddress.get(address)
     if (held === undefined) this.byAddress.set(address, p)
     else if (held instanceof Set) held.add(p)
-    else if (held !== p) {
-      const several = new Set([held, p])
-      this.byAddress.set(address, several)
-      this.shared.push(several)
-    }
+    else if (held !== p) this.byAddress.set(address, new Set([held, p]))
   }
 
   remove(address: string, p: ProfileKeys): void {
@@ -300,6 +294,6 @@ class AddressHolders {
 
   /** The holders of addresses several hold now. */
   *sharedHolders(): Iterable<ProfileKeys> {
-    for (const several of this.shared) if (several.size > 1) yield* several
+    for (const held of this.byAddress.values()) if (held instanceof Set) yield* held
   }
 }
