@@ -2,7 +2,7 @@ import type { Filter } from '../domain/segment-filter.js'
 import type { KindedSummary } from '../domain/user-record.js'
 import type { ClickHouse } from './client.js'
 import { readEventSummaries } from './event-repository.js'
-import { countSegmentMembers } from './segment-repository.js'
+import { countSegmentMembers, workspaceRowsRecently } from './segment-repository.js'
 
 /**
  * The ClickHouse answers the API gives, whoever holds ClickHouse: this process (one-process layout,
@@ -17,12 +17,16 @@ export interface ClickHouseReads {
   check(): Promise<string>
 }
 
-/** Reads on a ClickHouse this process holds; counts of the same segment share runs (`SharedRuns`). */
+/**
+ * Reads on a ClickHouse this process holds; counts of the same segment share runs (`SharedRuns`),
+ * and every count sizes its plan by a workspace row count at most seconds old.
+ */
 export function directReads(ch: ClickHouse): ClickHouseReads {
   const counts = new SharedRuns<number>()
+  const workspaceRows = workspaceRowsRecently(ch)
   const summaries = new MergedReads<KindedSummary[]>((workspaceId, profileIds) => readEventSummaries(ch, workspaceId, profileIds))
   return {
-    segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter)),
+    segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter, 'auto', workspaceRows)),
     eventSummaries: (workspaceId, profileIds) => summaries.read(workspaceId, profileIds),
     async check() {
       const p = await ch.client.ping()

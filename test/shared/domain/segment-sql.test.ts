@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { insertEvents, type EventRow } from '../../../shared/clickhouse/event-repository.js'
-import { countSegmentMembers, compileFor, readSegmentPage } from '../../../shared/clickhouse/segment-repository.js'
+import { countSegmentMembers, compileFor, readSegmentPage, workspaceRowsNow, workspaceRowsRecently } from '../../../shared/clickhouse/segment-repository.js'
 import { writeSnapshots, writeTombstones } from '../../../shared/clickhouse/snapshot-repository.js'
 import { Filter } from '../../../shared/domain/segment-filter.js'
 import { compileSegmentFilter, globalControlGroupFilter } from '../../../shared/domain/segment-sql.js'
@@ -246,6 +246,23 @@ describe('segment membership on ClickHouse', () => {
       expect(await count({ not: { field: 'country', op: 'eq', value: 'US' } }, plan), plan).toBe(2)
       expect(await count({ all: [] }, plan), plan).toBe(39)
     }
+  })
+
+  it('counts exactly whatever workspace row count sizes the plan, and reuses a recent one', async () => {
+    const sized = 'ws-sized'
+    const row = (id: number, country: string) => ({ workspace_id: sized, profile_id: id, version: 1, random_bucket: id, record: user(1, { external_id: `s-${id}`, country }) })
+    await writeSnapshots(env.clickhouse, Array.from({ length: 30 }, (_, i) => row(i + 1, i < 3 ? 'FR' : 'US')))
+    const fr = { field: 'country', op: 'eq', value: 'FR' } as const
+    // A stale figure either way: too small a set limit falls back to every row, too large keeps the candidates.
+    for (const rows of [0, 1, 1e9]) expect(await countSegmentMembers(env.clickhouse, sized, fr, 'auto', async () => rows), String(rows)).toBe(3)
+
+    const recently = workspaceRowsRecently(env.clickhouse)
+    expect(await recently(sized)).toBe(30)
+    await writeSnapshots(env.clickhouse, [row(31, 'FR'), row(32, 'FR')])
+    expect(await recently(sized)).toBe(30)
+    expect(await workspaceRowsNow(env.clickhouse)(sized)).toBe(32)
+    expect(await workspaceRowsRecently(env.clickhouse, 0)(sized)).toBe(32)
+    expect(await countSegmentMembers(env.clickhouse, sized, fr, 'auto', recently)).toBe(5)
   })
 
   it('pages in profile id order after a cursor', async () => {
