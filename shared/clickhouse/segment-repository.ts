@@ -34,10 +34,11 @@ export type WorkspaceRows = (workspaceId: string) => Promise<number>
 /** How long `workspaceRowsRecently` answers a workspace's row count before reading it again. */
 const ROWS_MAX_AGE_MS = 10_000
 
-const workspaceRowsSql = (ch: ClickHouse) => `SELECT count() AS n FROM ${ch.database}.profile_snapshots WHERE workspace_id = {ws:String}`
-
 /** A workspace's snapshot rows, read each time. */
-export const workspaceRowsNow = (ch: ClickHouse): WorkspaceRows => (workspaceId) => countOf(ch, workspaceRowsSql(ch), { ws: workspaceId })
+export const workspaceRowsNow =
+  (ch: ClickHouse): WorkspaceRows =>
+  (workspaceId) =>
+    countOf(ch, `SELECT count() AS n FROM ${ch.database}.profile_snapshots WHERE workspace_id = {ws:String}`, { ws: workspaceId })
 
 /**
  * A workspace's snapshot rows, read at most every ROWS_MAX_AGE_MS: a count's first statement
