@@ -69,6 +69,8 @@ type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedP
   workerThreads: Record<string, number>
   cores: { accepting: Cores; draining?: Cores }
   lockWaits: LockWaits
+  /** Absent from results written before the part warmed up first. */
+  warmUp?: { requests: number; appliedPerSecond: number | null }
 }
 interface SoakMinute {
   appliedPerSecond: number
@@ -281,6 +283,14 @@ async function main() {
       friendly?.appliedPerSecond ? `friendly load: ${n(friendly.appliedPerSecond)} objects/s` : '',
       '',
     ])
+    if (mixed.warmUp) {
+      rows.push([
+        `mixed: its warm-up, the first ${n(mixed.warmUp.requests)} requests after the services start (not in the figures around it)`,
+        mixed.warmUp.appliedPerSecond === null ? 'not all applied' : `${n(mixed.warmUp.appliedPerSecond)} objects/s`,
+        '',
+        '',
+      ])
+    }
     if (mixedFloor) {
       rows.push([
         `mixed: ratio to its raw floor (floor ${n(mixedFloor.floorObjectsPerSecond)} objects/s)`,
