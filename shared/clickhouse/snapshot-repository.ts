@@ -1,5 +1,5 @@
 import { batchInserterOf, REPLACING_INSERT, type InsertTarget } from './batch-inserter.js'
-import { TsvRows } from './tsv.js'
+import { TsvRows, tsvJson, tsvText } from './tsv.js'
 import { FilterableFields } from '../domain/segment-filter.js'
 import { FieldColumns, fieldColumnValue } from '../domain/segment-sql.js'
 import type { StoredRecord } from '../domain/user-record.js'
@@ -20,14 +20,18 @@ const snapshotsOf = (ch: ClickHouse): InsertTarget => ({
 })
 const UNSET_FIELDS = FieldColumns.map(() => 'null')
 
-/** Writes profile snapshots; ClickHouse keeps the highest version of each profile. */
+/**
+ * Writes profile snapshots; ClickHouse keeps the highest version of each profile. Each row is
+ * written as one line (the record and the field columns are JSON text): a batch writes one for
+ * every profile it changed.
+ */
 export async function writeSnapshots(ch: ClickHouse, snapshots: Snapshot[]): Promise<void> {
   const rows = new TsvRows()
   for (const s of snapshots) {
     const record = s.record as unknown as Record<string, unknown>
-    const fields: (string | number)[] = [s.workspace_id, s.profile_id, s.version, 0, s.random_bucket, JSON.stringify(record)]
-    for (const f of FilterableFields) fields.push(fieldColumnValue(record, f))
-    rows.add(fields)
+    let line = `${tsvText(s.workspace_id)}\t${s.profile_id}\t${s.version}\t0\t${s.random_bucket}\t${tsvJson(JSON.stringify(record))}`
+    for (const f of FilterableFields) line += `\t${tsvJson(fieldColumnValue(record, f))}`
+    rows.addLine(`${line}\n`)
   }
   await batchInserterOf(ch).insert(snapshotsOf(ch), rows)
 }

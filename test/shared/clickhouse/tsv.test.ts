@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { TsvRows, tsvLine, tsvRows } from '../../../shared/clickhouse/tsv.js'
+import { TsvRows, tsvJson, tsvLine, tsvRows, tsvText } from '../../../shared/clickhouse/tsv.js'
 
 describe('tsvLine', () => {
   it('joins fields with tabs and ends the line', () => {
@@ -10,6 +10,22 @@ describe('tsvLine', () => {
     expect(tsvLine(['a\\b', 'tab\there', 'line\nbreak', 'cr\rhere', '{"q":"x\\"y"}', 'ünï €'])).toBe(
       'a\\\\b\ttab\\there\tline\\nbreak\tcr\\rhere\t{"q":"x\\\\"y"}\tünï €\n',
     )
+  })
+})
+
+describe('tsvText and tsvJson', () => {
+  it('escape a text as tsvLine escapes a field', () => {
+    for (const text of ['plain', 'a\\b', 'tab\there', 'line\nbreak', 'cr\rhere', '{"q":"x\\"y"}', 'ünï €', '']) {
+      expect(tsvText(text) + '\n').toBe(tsvLine([text]))
+    }
+  })
+
+  it('write JSON text so that it reads back as the same JSON, whatever its strings held', () => {
+    const value = { text: 'tab\there, line\nbreak, cr\r, back\\slash, quote " and ünï €', list: ['\\', '\t', '\u0001', '\ud800'], n: 1.5 }
+    const json = JSON.stringify(value)
+    expect(tsvJson(json)).toBe(tsvText(json))
+    expect(JSON.parse(tsvRows(`${tsvJson(json)}\n`)[0][0])).toEqual(value)
+    expect(tsvJson('{"plain":1}')).toBe('{"plain":1}')
   })
 })
 
@@ -41,5 +57,12 @@ describe('TsvRows', () => {
     }
     expect(rows.body.equals(Buffer.from(lines.join(''), 'utf8'))).toBe(true)
     expect(tsvRows(rows.body.toString('utf8'))[1999]).toEqual(['ws-1999', '1999', 'tab\there €€€', 'x'.repeat(1999 % 97), '{"a":"b\\c"}'])
+  })
+
+  it('appends lines written by their caller as they are', () => {
+    const rows = new TsvRows()
+    rows.add(['a', 1])
+    rows.addLine(`${tsvText('b\tc')}\t2\n`)
+    expect(tsvRows(rows.body.toString('utf8'))).toEqual([['a', '1'], ['b\tc', '2']])
   })
 })
