@@ -54,4 +54,23 @@ describe('the locking read of a track batch', () => {
     expect([...aliasOwner]).toEqual([])
     expect(records.map((r) => [r.profile.version, r.parts.aliases])).toEqual([[2, [{ alias_name: 'a-1', alias_label: 'crm' }]]])
   })
+
+  it('answers every profile asked about, in order, those without parts with empty ones', async () => {
+    const ws = randomUUID()
+    const ids: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const r = await env.ctx.pg.query<{ id: number }>('INSERT INTO profiles (workspace_id, service_id, random_bucket) VALUES ($1, $2, 1) RETURNING id', [ws, randomUUID()])
+      ids.push(r.rows[0].id)
+    }
+    await env.ctx.pg.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'b-1', $2)`, [ws, ids[1]])
+    const rows = await withTransaction(env.ctx.pg, (db) => lockProfilesToChange(db, [ids[2], ids[1], ids[0]]))
+    const records = await loadRecordParts(env.ctx.pg, rows)
+    expect(records.map((r) => [r.profile.id, r.parts])).toEqual([
+      [ids[0], { aliases: [], tokens: [], subscriptions: [] }],
+      [ids[1], { aliases: [{ alias_name: 'b-1', alias_label: 'crm' }], tokens: [], subscriptions: [] }],
+      [ids[2], { aliases: [], tokens: [], subscriptions: [] }],
+    ])
+    // Each profile has parts of its own to add to.
+    expect(records[0].parts.aliases).not.toBe(records[2].parts.aliases)
+  })
 })
