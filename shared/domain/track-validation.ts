@@ -170,8 +170,15 @@ export function properties(value: unknown, field: string): Record<string, unknow
   return value
 }
 
-/** An event's or a purchase's properties: any object; absent is empty. */
-export const propertiesMember: Member<Record<string, unknown>> = { parse: properties, doc: z.record(z.string(), z.unknown()).optional() }
+/**
+ * An event's or a purchase's properties: any object; absent is empty. Kept as the object's JSON
+ * text: the event history stores them as that text and nothing on the way reads into them, so the
+ * worker neither builds the object again from its job nor writes its JSON again.
+ */
+export const propertiesMember: Member<string> = {
+  parse: (value, field) => JSON.stringify(properties(value, field)),
+  doc: z.record(z.string(), z.unknown()).optional(),
+}
 
 export function parseEmail(value: unknown, field: string): string {
   const problem = emailProblem(value)

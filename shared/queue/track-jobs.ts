@@ -57,8 +57,13 @@ const Occurrence = {
   identifier: Identifier,
   app_id: z.string().optional(),
   time: z.string(),
-  properties: z.record(z.string(), z.unknown()),
+  /** The properties' JSON text; an object in jobs an API queued before it sent the text (propertiesTextOf). */
+  properties: z.union([z.string(), z.record(z.string(), z.unknown())]),
 }
+
+/** An occurrence's properties as the event history stores them: JSON text. */
+export const propertiesTextOf = (o: { properties: string | Record<string, unknown> }): string =>
+  typeof o.properties === 'string' ? o.properties : JSON.stringify(o.properties)
 
 export const EventOp = z.object({ ...Occurrence, name: z.string() })
 export type EventOp = z.infer<typeof EventOp>

@@ -7,7 +7,7 @@ import { exactlyOnce } from '../exactly-once.js'
 import { occurrenceRecency } from '../occurrence-recency.js'
 import type { BatchProcessor } from '../runner.js'
 import { applyTrackJobs, isPlainTrackJob } from './apply-batch.js'
-import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
+import { eventIdOf, propertiesTextOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length
@@ -30,7 +30,7 @@ export function* eventRowsOf(job: TrackJob, owners: (number | null)[]): Generato
       name: e.name,
       app_id: e.app_id ?? '',
       time: e.time,
-      properties: JSON.stringify(e.properties),
+      properties: propertiesTextOf(e),
       currency: '',
       price: 0,
       quantity: 0,
@@ -47,7 +47,7 @@ export function* eventRowsOf(job: TrackJob, owners: (number | null)[]): Generato
       name: p.product_id,
       app_id: p.app_id ?? '',
       time: p.time,
-      properties: JSON.stringify(p.properties),
+      properties: propertiesTextOf(p),
       currency: p.currency,
       price: p.price,
       quantity: p.quantity,

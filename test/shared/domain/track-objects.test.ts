@@ -142,7 +142,8 @@ describe('event objects', () => {
       app_id: 'app',
       name: 'played',
       time: '2024-05-01T12:00:00.000Z',
-      properties: { level: 3 },
+      // As JSON text: the worker stores it as it is.
+      properties: '{"level":3}',
     })
   })
 
@@ -182,7 +183,7 @@ describe('purchase objects', () => {
       price: 9.5,
       quantity: 1,
       time: '2024-05-01T12:00:00.000Z',
-      properties: {},
+      properties: '{}',
     })
   })
 

@@ -25,6 +25,12 @@ describe('eventRowsOf', () => {
     ])
   })
 
+  it('stores properties sent as JSON text as they are, and those of jobs queued with an object as its JSON', () => {
+    const text = '{"b":1,"a":{"x":[1,"\\u00e9"]}}'
+    const rows = [...eventRowsOf({ ...job, events: [{ ...job.events[0], properties: text }, { ...job.events[1], properties: { z: [1, 'é'] } }] }, [7, 8, 7])]
+    expect(rows.map((r) => r.properties)).toEqual([text, '{"z":[1,"é"]}', '{}'])
+  })
+
   it('leaves out occurrences whose user was not found', () => {
     expect([...eventRowsOf(job, [null, 8, null])].map((r) => r.event_id)).toEqual(['req-1:e:3'])
   })
