@@ -5,6 +5,7 @@ import { authenticateApiKey, authenticateScim, ApiKeyAuthenticator, requireAdmin
 import { errorHandler, notFoundHandler, requireJson } from './middleware/errors.js'
 import { idempotency } from './middleware/idempotency.js'
 import { guardJsonBody } from './middleware/json-guard.js'
+import { noteUnicodeEscapes } from './validation.js'
 import { rateLimitApi, rateLimitScim } from './middleware/rate-limit.js'
 import { assignRequestId } from './middleware/request-id.js'
 import type { ApiDeps } from './deps.js'
@@ -77,7 +78,7 @@ export function createApp(deps: ApiDeps): express.Express {
     next()
   })
   app.use(requireJson)
-  app.use(express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/scim+json'] }))
+  app.use(express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/scim+json'], verify: noteUnicodeEscapes }))
   app.use(guardJsonBody)
 
   const authenticator = new ApiKeyAuthenticator(deps.pg, deps.operator)

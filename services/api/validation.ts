@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import { z } from 'zod'
 import { isPlainObject } from '../../shared/domain/attributes.js'
 import { ApiError } from '../../shared/errors.js'
@@ -38,14 +39,46 @@ function anyProblem(value: unknown, depth: number): boolean {
   return false
 }
 
+/** Whether any object or array nests deeper than MAX_JSON_DEPTH: anyProblem without its look at texts. */
+function tooDeep(value: object, depth: number): boolean {
+  if (depth >= MAX_JSON_DEPTH) return true
+  if (Array.isArray(value)) {
+    for (const x of value) if (x !== null && typeof x === 'object' && tooDeep(x, depth + 1)) return true
+    return false
+  }
+  for (const k in value) {
+    const x = (value as Record<string, unknown>)[k]
+    if (x !== null && typeof x === 'object' && tooDeep(x, depth + 1)) return true
+  }
+  return false
+}
+
+/**
+ * Requests whose body is UTF-8 JSON text holding no `\u` escape (noted by express.json's verify
+ * hook, `noteUnicodeEscapes`). Only such an escape puts a NUL or an unpaired surrogate into a
+ * parsed string or key: a raw control character is no JSON, and bytes that are no UTF-8 decode to
+ * U+FFFD (UTF-16 text, which can carry a lone surrogate as it is, is always looked at). Their
+ * texts need no look: five sixths of the check's time on a mixed /users/track body.
+ */
+const withoutUnicodeEscapes = new WeakSet<IncomingMessage>()
+const UNICODE_ESCAPE = Buffer.from('\\u')
+
+/** express.json's `verify`: notes whether the raw body is UTF-8 without a `\u` escape (a search for two bytes). */
+export function noteUnicodeEscapes(req: IncomingMessage, _res: unknown, body: Buffer, charset: string): void {
+  if (charset === 'utf-8' && !body.includes(UNICODE_ESCAPE)) withoutUnicodeEscapes.add(req)
+}
+
+/** Whether the strings and keys of a request's parsed body may hold what textProblem refuses. */
+export const textsMayHoldProblems = (req: IncomingMessage): boolean => !withoutUnicodeEscapes.has(req)
+
 /**
  * What no field rule should have to think of: a NUL character or an unpaired surrogate in a
  * string or a key (Postgres stores neither, so they failed as 500s, or as jobs failing in a
  * worker) or nesting deeper than MAX_JSON_DEPTH. The first one in document order, found without
- * recursion so that any depth is safe.
+ * recursion so that any depth is safe. `texts` false (textsMayHoldProblems) looks at depth only.
  */
-export function jsonProblem(value: unknown): { path: (string | number)[]; message: string } | undefined {
-  if (!anyProblem(value, 0)) return undefined
+export function jsonProblem(value: unknown, texts = true): { path: (string | number)[]; message: string } | undefined {
+  if (!(texts ? anyProblem(value, 0) : value !== null && typeof value === 'object' && tooDeep(value, 0))) return undefined
   const stack: { v: unknown; path: (string | number)[] }[] = [{ v: value, path: [] }]
   while (stack.length) {
     const { v, path } = stack.pop()!

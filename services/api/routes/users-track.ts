@@ -11,7 +11,7 @@ import type { Config } from '../../../shared/config.js'
 import type { AttributeOp, EventOp, PurchaseOp } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
-import { jsonProblem } from '../validation.js'
+import { jsonProblem, textsMayHoldProblems } from '../validation.js'
 
 export const MAX_OBJECTS = 75
 
@@ -51,11 +51,11 @@ function fatal(message: string): ApiError {
 }
 
 /** Parses each object on its own: a bad one becomes a non-fatal error, the rest go ahead. */
-function parseEach<T>(list: unknown[] | undefined, inputArray: TrackInputArray, parse: (raw: unknown, i: number) => T, errors: TrackError[]): T[] {
+function parseEach<T>(list: unknown[] | undefined, inputArray: TrackInputArray, parse: (raw: unknown, i: number) => T, errors: TrackError[], texts: boolean): T[] {
   const out: T[] = []
   ;(list ?? []).forEach((raw, i) => {
     try {
-      const problem = jsonProblem(raw)
+      const problem = jsonProblem(raw, texts)
       if (problem) {
         const where = problem.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('')
         throw new FieldError(`${inputArray}[${i}]${where}: ${problem.message}`)
@@ -84,12 +84,18 @@ export function trackBodyOf(raw: unknown): TrackLists {
   return body
 }
 
-/** Each object of the body parsed on its own (bench/validation.ts measures this with trackBodyOf). */
-export function parseTrackObjects(body: TrackLists): { attributes: AttributeOp[]; events: EventOp[]; purchases: PurchaseOp[]; errors: TrackError[] } {
+/**
+ * Each object of the body parsed on its own (bench/validation.ts measures this with trackBodyOf);
+ * `texts` false when no string or key of the body can hold a NUL or an unpaired surrogate (textsMayHoldProblems).
+ */
+export function parseTrackObjects(
+  body: TrackLists,
+  texts = true,
+): { attributes: AttributeOp[]; events: EventOp[]; purchases: PurchaseOp[]; errors: TrackError[] } {
   const errors: TrackError[] = []
-  const attributes = parseEach(body.attributes, 'attributes', parseAttributes, errors)
-  const events = parseEach(body.events, 'events', parseEvent, errors)
-  const purchases = parseEach(body.purchases, 'purchases', parsePurchase, errors)
+  const attributes = parseEach(body.attributes, 'attributes', parseAttributes, errors, texts)
+  const events = parseEach(body.events, 'events', parseEvent, errors, texts)
+  const purchases = parseEach(body.purchases, 'purchases', parsePurchase, errors, texts)
   return { attributes, events, purchases, errors }
 }
 
@@ -123,7 +129,7 @@ const track: ApiRoute<TrackDeps> = {
       throw fatal('provided external_id is blacklisted and disallowed')
     }
 
-    const { attributes, events, purchases, errors } = parseTrackObjects(body)
+    const { attributes, events, purchases, errors } = parseTrackObjects(body, textsMayHoldProblems(req))
     if (attributes.length + events.length + purchases.length === 0) {
       throw new ApiError(400, 'bad_request', errors[0].message, { errors })
     }

@@ -51,6 +51,20 @@ describe('POST /users/track', () => {
     }
   })
 
+  it('refuses an object nested deeper than the limit in a body without escapes, naming the field, and applies the rest', async () => {
+    let deep: unknown = 'leaf'
+    for (let i = 0; i < 70; i++) deep = { n: deep }
+    const res = await fetch(`${env.baseUrl}/users/track`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ attributes: [{ external_id: 'deep-1', deep }, { external_id: 'deep-2', plan: 'kept' }] }),
+    })
+    expect(res.status).toBe(201)
+    const answer = (await res.json()) as { attributes_processed: number; errors: { index: number; message: string }[] }
+    expect(answer.attributes_processed).toBe(1)
+    expect(answer.errors.map((e) => [e.index, e.message.replace(/(\.n)+/, '.n…')])).toEqual([[0, 'attributes[0].deep.n…: is nested deeper than 64 levels']])
+  })
+
   it('creates a profile with standard fields and custom attributes, read back through /users/export/ids', async () => {
     const { response } = await trackAndWait({
       attributes: [
