@@ -99,9 +99,9 @@ async function startSupervisor(env: Record<string, string> = {}): Promise<Superv
 
 const status = (url: string, init?: RequestInit) => fetch(url, init).then((r) => r.status, () => 0)
 
-async function trackAndWait(sup: Supervisor, key: string, externalId: string): Promise<string> {
+async function trackAndWait(sup: Supervisor, key: string, externalId: string, body: unknown = { attributes: [{ external_id: externalId, visits: { inc: 1 } }] }): Promise<string> {
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
-  const res = await fetch(`${sup.url}/users/track`, { method: 'POST', headers, body: JSON.stringify({ attributes: [{ external_id: externalId, visits: { inc: 1 } }] }) })
+  const res = await fetch(`${sup.url}/users/track`, { method: 'POST', headers, body: JSON.stringify(body) })
   expect(res.status).toBeLessThan(300)
   const id = res.headers.get('x-request-id')!
   const done = await until(
@@ -172,6 +172,16 @@ describe('bin/run-local.ts (make run)', () => {
     expect(apiLine).toMatchObject({ res: { statusCode: 201 }, msg: 'POST /users/track 201' })
     const jobLine = await until('the job line', () => jsonLines().find((l) => l.msg === 'job finished' && l.requestId === apiLine!.requestId), Boolean, 10_000)
     expect(jobLine).toMatchObject({ outcome: 'ok', queue: expect.stringMatching(/^track-\d+$/) })
+    // An event's properties go from the API to the worker's process as JSON text and into the
+    // history; an escape in them (here a line break) takes the API's full look at texts.
+    const event = { external_id: 'run-local-1', name: 'opened', time: new Date().toISOString(), properties: { note: 'line\nbreak ünï', n: [1, { d: true }] } }
+    expect(await trackAndWait(sup, key, 'run-local-1', { events: [event, { ...event, properties: { plain: 'ünï' } }] })).toBe('done')
+    const exported = await fetch(`${sup.url}/users/export/ids`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ external_ids: ['run-local-1'], fields_to_export: ['custom_events'] }),
+    }).then((r) => r.json() as Promise<{ users: { custom_events?: { name: string; count: number }[] }[] }>)
+    expect(exported.users[0].custom_events).toMatchObject([{ name: 'opened', count: 2 }])
 
     // A worker killed outright is replaced at once (its engine lock died with it).
     kill(worker, 'SIGKILL')
