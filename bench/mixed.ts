@@ -31,6 +31,13 @@ const WARM_UP_SEED = 23
 const sendAll = (t: Target, bodies: string[]) =>
   fullLoad(t, bodies, { concurrency: CONCURRENCY, objects: bodies.length * MIXED_PER_KIND * 3, deadlineMs: APPLY_DEADLINE_MS })
 
+/** `sendAll` for load that only prepares the measured one: every request must apply whole. */
+async function sendAllApplied(t: Target, bodies: string[], what: string) {
+  const run = await sendAll(t, bodies)
+  if (run.done.doneAt === undefined || run.done.failed || run.done.withErrors) throw new Error(`${what} not applied: ${JSON.stringify(run.done)}`)
+  return run
+}
+
 export interface MixedRun {
   layout: Layout
   t: Target
@@ -51,8 +58,7 @@ export async function startMixed(preloaded: Preloaded): Promise<MixedRun> {
   const db = new pg.Client({ connectionString: preloaded.databaseUrl })
   await db.connect()
   const started = performance.now()
-  const setup = await sendAll(t, setupBodies(await goneFromPreload(db, preloaded)))
-  if (setup.done.doneAt === undefined || setup.done.failed || setup.done.withErrors) throw new Error(`setup not applied: ${JSON.stringify(setup.done)}`)
+  await sendAllApplied(t, setupBodies(await goneFromPreload(db, preloaded)), 'setup')
   return { layout, t, db, tag: randomBytes(3).toString('hex'), queuePrefix: env.QUEUE_PREFIX, setupSeconds: round((performance.now() - started) / 1000) }
 }
 
@@ -87,8 +93,8 @@ async function main() {
   const requests = mixedUsers(requestsFor(USERS))
   const e = expected(requests)
   const run = await startMixed(preloaded)
-  const warmUp = WARM_UP_REQUESTS > 0 ? await sendAll(run.t, mixedUsers(WARM_UP_REQUESTS, WARM_UP_SEED).map((r, i) => mixedBody(r, i, `${run.tag}w`))) : undefined
-  if (warmUp && (warmUp.done.doneAt === undefined || warmUp.done.failed || warmUp.done.withErrors)) throw new Error(`warm-up not applied: ${JSON.stringify(warmUp.done)}`)
+  const warmUp =
+    WARM_UP_REQUESTS > 0 ? await sendAllApplied(run.t, mixedUsers(WARM_UP_REQUESTS, WARM_UP_SEED).map((r, i) => mixedBody(r, i, `${run.tag}w`)), 'warm-up') : undefined
   const prior = await before(run, preloaded, e)
   const bodies = requests.map((r, i) => mixedBody(r, i, run.tag))
   const cpu = meterCpu({ processes: run.layout.pids(), trees: { postgres: benchPostmasterPid() } })
