@@ -63,9 +63,10 @@ export class BatchInserter {
     this.busy.add(table)
     try {
       for (let batch = this.pending.get(table); batch; batch = this.pending.get(table)) {
-        const wait = (this.lastStart.get(table) ?? -Infinity) + this.intervalMs - performance.now()
-        if (wait > 0) {
-          await sleep(wait)
+        const due = (this.lastStart.get(table) ?? -Infinity) + this.intervalMs
+        if (performance.now() < due) {
+          // A timer can fire up to a millisecond early (libuv's clock is the loop's): wait the interval out.
+          while (performance.now() < due) await sleep(due - performance.now())
           batch = this.pending.get(table)!
         }
         this.lastStart.set(table, performance.now())
