@@ -6,7 +6,7 @@ import type { Redis } from 'ioredis'
  * once, not on every call as EVAL does. After a Redis restart has emptied the script cache the
  * call is answered NOSCRIPT, and the text is sent once more (EVAL, which caches it again).
  */
-export function redisScript(lua: string): (redis: Redis, keys: readonly string[], args: readonly (string | number)[]) => Promise<unknown> {
+export function redisScript(lua: string): (redis: Redis, keys: readonly string[], args: readonly (string | number | Buffer)[]) => Promise<unknown> {
   const sha = createHash('sha1').update(lua).digest('hex')
   return async (redis, keys, args) => {
     try {

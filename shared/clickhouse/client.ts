@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
@@ -42,9 +42,10 @@ export class EmbeddedEngineBusyError extends Error {}
  * its holder dies, even by kill -9 and before the dead process is reaped; no stale lock is left for
  * a restart to judge. The lock sits on the directory rather than a file in it: deleting a lock file
  * would let a second process lock a new one while the first still runs. `owner.pid` only names the
- * holder for the error message. Node opens files close-on-exec, so no child process inherits it.
+ * holder. Node opens files close-on-exec, so no child process inherits it. Answers the unlock, or
+ * undefined while another process holds the directory.
  */
-export function lockDataDir(dir: string): () => void {
+export function tryLockDataDir(dir: string): (() => void) | undefined {
   mkdirSync(dir, { recursive: true })
   const fd = openSync(dir, 'r')
   try {
@@ -52,14 +53,23 @@ export function lockDataDir(dir: string): () => void {
   } catch (e) {
     closeSync(fd)
     if ((e as NodeJS.ErrnoException).code !== 'EAGAIN' && (e as NodeJS.ErrnoException).code !== 'EWOULDBLOCK') throw e
-    const holder = readHolder(dir)
-    throw new EmbeddedEngineBusyError(
-      `the embedded ClickHouse data directory ${dir} is in use${holder ? ` by process ${holder}` : ''}; ` +
-        'only one worker process may hold the embedded engine. Set CLICKHOUSE_URL to a ClickHouse server to run more worker processes.',
-    )
+    return undefined
   }
   writeFileSync(path.join(dir, 'owner.pid'), String(process.pid))
   return () => closeSync(fd)
+}
+
+/** `tryLockDataDir`, refusing a directory another process holds. */
+export function lockDataDir(dir: string): () => void {
+  const unlock = tryLockDataDir(dir)
+  if (unlock) return unlock
+  const holder = readHolder(dir)
+  throw new EmbeddedEngineBusyError(`the embedded ClickHouse data directory ${dir} is in use${holder ? ` by process ${holder}` : ''}`)
+}
+
+/** Whether an engine's data directory holds the database (chDB keeps one metadata file per database), without opening it. */
+export function engineHoldsDatabase(dir: string, database: string): boolean {
+  return existsSync(path.join(dir, 'metadata', `${database}.sql`))
 }
 
 function readHolder(dir: string): number | undefined {
@@ -106,31 +116,68 @@ export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
     }
   }
   const unlock = opts.sameProcess ? () => {} : lockDataDir(opts.dataDir)
-  const connection = createChdbConnection({ path: opts.dataDir })
-  // chdb ships its own copy of the client-common types; the runtime interface is the same.
-  const client = createClient({ connection: connection as never })
-  const besides = new Map<string, ClickHouse>()
-  return {
-    client,
-    database: opts.database,
-    embedded: true,
-    insertIntervalMs,
-    dataDir: opts.dataDir,
-    // The engine's own raw insert: the text goes to its parser once, off the event loop, where the
-    // client's path would copy it through a stream, a string and the statement on the main thread.
-    insertTabSeparated: async ({ table, columns, settings, body }) => {
-      await connection.chdb.rawInsert({ table, columns, settings, format: 'TabSeparated', values: body })
-    },
-    beside(name) {
-      let other = besides.get(name)
-      if (!other) besides.set(name, (other = openClickHouse({ ...opts, sameProcess: true })))
-      // Called on a copy aimed at another database (tests), the connection follows the copy.
-      return { ...other, database: this.database }
-    },
-    close: async () => {
-      for (const other of besides.values()) await other.close()
-      await client.close()
-      unlock()
-    },
+  return clickHouseOver({ database: opts.database, dataDir: opts.dataDir, insertIntervalMs, connect: () => engineConnection(opts.dataDir), onClose: unlock })
+}
+
+/** The connection contract of `@clickhouse/client` (client-common's `Connection`), which chdb implements. */
+export type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>
+export type ClickHouseSettings = NonNullable<Parameters<ClientConnection['query']>[0]['clickhouse_settings']>
+export type StatementSummary = Awaited<ReturnType<ClientConnection['command']>>['summary']
+
+/** A connection to the embedded engine that also takes formatted rows as they are. */
+export interface EngineConnection extends ClientConnection {
+  rawInsert(insert: TabSeparatedInsert): Promise<void>
+}
+
+/** A connection of this process to the embedded engine under `dataDir` (held by this process). */
+export function engineConnection(dataDir: string): EngineConnection {
+  const connection = createChdbConnection({ path: dataDir })
+  // The engine's own raw insert: the text goes to its parser once, off the event loop, where the
+  // client's path would copy it through a stream, a string and the statement on the main thread.
+  const rawInsert = async ({ table, columns, settings, body }: TabSeparatedInsert) => {
+    await connection.chdb.rawInsert({ table, columns, settings, format: 'TabSeparated', values: body })
   }
+  // chdb ships its own copy of the client-common types; the runtime interface is the same.
+  return Object.assign(connection, { rawInsert }) as unknown as EngineConnection
+}
+
+/**
+ * The embedded engine behind engine connections: `connect(lane)` opens one per lane (`beside`),
+ * each running its statements one at a time, the lanes side by side. The connections may be the
+ * engine's own (engineConnection) or reach it in another process (shared/queue/engine-channel.ts).
+ */
+export function clickHouseOver(opts: {
+  database: string
+  dataDir?: string
+  insertIntervalMs: number
+  connect: (lane: string) => EngineConnection
+  onClose?: () => void
+}): ClickHouse {
+  const lanes = new Map<string, ClickHouse>()
+  const lane = (name: string): ClickHouse => {
+    const connection = opts.connect(name)
+    const client = createClient({ connection: connection as never })
+    return {
+      client,
+      database: opts.database,
+      embedded: true,
+      insertIntervalMs: opts.insertIntervalMs,
+      dataDir: opts.dataDir,
+      insertTabSeparated: (insert) => connection.rawInsert(insert),
+      beside(other) {
+        let found = lanes.get(other)
+        if (!found) lanes.set(other, (found = lane(other)))
+        // Called on a copy aimed at another database (tests), the connection follows the copy.
+        return { ...found, database: this.database }
+      },
+      // Closing the main lane closes them all (and lets go of the engine); another lane closes alone.
+      close: async () => {
+        if (name !== 'main') return client.close()
+        for (const l of lanes.values()) await l.client.close()
+        await client.close()
+        opts.onClose?.()
+      },
+    }
+  }
+  return lane('main')
 }

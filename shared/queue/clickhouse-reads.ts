@@ -49,6 +49,10 @@ export type ClickHouseReadReply = z.infer<typeof ClickHouseReadReply>
 export interface HolderInfo {
   pid: number
   host: string
+  /** One holding of the engine: a holder that dies and comes back is another seat. */
+  seat?: string
+  /** The holder's engine directory, on its host. */
+  dataDir?: string
 }
 
 type Pending = { resolve(v: number | string): void; reject(e: Error): void; timer: NodeJS.Timeout }

@@ -4,7 +4,7 @@ import { ledgerEntries } from '../../shared/db/repositories/job-ledger-repositor
 import { RetryableError } from '../../shared/errors.js'
 import type { JobOf } from '../../shared/queue/jobs.js'
 import { exactlyOnce, type OwedJob, type TransactionalProcessor } from '../../workers/exactly-once.js'
-import { ReadPriority } from '../../workers/clickhouse-reads/priority.js'
+import { ReadPriority } from '../../workers/engine/priority.js'
 import type { BatchEntry } from '../../workers/runner.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 

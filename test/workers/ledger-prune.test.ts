@@ -4,7 +4,7 @@ import { pruneLedger } from '../../shared/db/repositories/job-ledger-repository.
 import { QueueNames } from '../../shared/queue/queues.js'
 import { pruneAppliedJobs } from '../../workers/ledger-prune.js'
 import type { BatchEntry } from '../../workers/runner.js'
-import { ReadPriority } from '../../workers/clickhouse-reads/priority.js'
+import { ReadPriority } from '../../workers/engine/priority.js'
 import { createTrackProcessor } from '../../workers/track/processor.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 import { until } from '../helpers/wait.js'
