@@ -1,5 +1,4 @@
 import type { Server } from 'node:http'
-import type { Worker } from 'bullmq'
 import { createApp } from '../services/api/app.js'
 import { apiDepsFrom } from '../services/api/deps.js'
 import { startMetricsListener } from '../services/api/routes/metrics.js'
@@ -7,13 +6,13 @@ import { ensureAdminToken, ensureFirstStartCredentials } from '../services/boots
 import { warnAboutPostgresVacuum } from '../services/postgres-check.js'
 import { warnAboutRedisDurability } from '../services/redis-check.js'
 import { watchStorageSettings } from '../services/storage-gauges.js'
-import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
 import { ConfigError, loadConfig } from '../shared/config.js'
-import { createContext } from '../shared/context.js'
+import { createContext, type OpenClickHouse } from '../shared/context.js'
 import { createLogger } from '../shared/logger.js'
 import { createMetrics } from '../shared/metrics.js'
-import { WorkerRoles, type WorkerRole } from '../shared/queue/queues.js'
-import { startWorkers } from '../workers/registry.js'
+import { rolesUseClickHouse, WorkerRoles, type WorkerRole } from '../shared/queue/queues.js'
+import { takeEngineSeat, type EngineSeat } from '../workers/engine/seat.js'
+import { startWorkers, type RunningWorker } from '../workers/registry.js'
 
 const SHUTDOWN_GRACE_MS = 15_000
 /**
@@ -59,16 +58,21 @@ async function main() {
   let shutdown: ((signal: string) => Promise<void>) | undefined
   const onSignal = (signal: string) => (shutdown ? void shutdown(signal) : (stopAsked = signal))
   process.on('SIGTERM', onSignal).on('SIGINT', onSignal)
-  // Workers hold ClickHouse; an API process opens it only as a server (CLICKHOUSE_URL), else asks the worker holding the engine.
-  const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0 || config.CLICKHOUSE_URL !== undefined, migrate: true })
+  // A server (CLICKHOUSE_URL) is opened by every process that uses ClickHouse; the embedded engine
+  // is held by one worker process, which the others (and API processes) reach through Redis.
+  const workersUseClickHouse = rolesUseClickHouse(roles.workers)
+  let seat: EngineSeat | undefined
+  const openSeat: OpenClickHouse = async (parts) => (seat = await takeEngineSeat({ config, logger, ...parts })).clickhouse
+  const clickhouse = config.CLICKHOUSE_URL ? workersUseClickHouse || roles.api : workersUseClickHouse && openSeat
+  const ctx = await createContext(config, logger, { clickhouse, migrate: true })
   await warnAboutRedisDurability(ctx.redis, logger)
   await warnAboutPostgresVacuum(ctx.pg, logger)
   const metrics = createMetrics()
   metrics.setBacklogBounds({ all: config.TRACK_BACKLOG_MAX_OBJECTS, workspace: config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE })
   const storageGauges = watchStorageSettings(ctx, metrics)
 
-  let workers: Worker[] = []
-  if (roles.workers.length) workers = await startWorkers(ctx, roles.workers, metrics)
+  let workers: RunningWorker[] = []
+  if (roles.workers.length) workers = await startWorkers(ctx, roles.workers, metrics, seat)
 
   // Worker-only processes have no HTTP server: METRICS_PORT gives SREs something to scrape.
   let metricsServer: Server | undefined
@@ -100,7 +104,8 @@ async function main() {
     ]
     console.log(banner.join('\n'))
   }
-  logger.info({ api: roles.api, workers: roles.workers, clickhouse: ctx.clickhouse?.embedded ? 'embedded' : ctx.clickhouse ? 'server' : 'none' }, 'started')
+  const engine = seat ? (seat.holds() ? 'embedded (held here)' : 'embedded (through its holder)') : ctx.clickhouse ? 'server' : 'none'
+  logger.info({ api: roles.api, workers: roles.workers, clickhouse: engine, deployment: ctx.deployment.id }, 'started')
 
   let stopping = false
   shutdown = async (signal: string) => {
@@ -123,7 +128,8 @@ async function main() {
 }
 
 main().catch((e) => {
-  if (e instanceof ConfigError || e instanceof EmbeddedEngineBusyError) {
+  // A bad setting, or parts of two deployments (DeploymentMismatchError): a restart repeats it.
+  if (e instanceof ConfigError) {
     console.error(e.message)
     process.exit(2)
   }

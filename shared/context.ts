@@ -6,10 +6,12 @@ import { migrateClickHouse } from './clickhouse/migrate.js'
 import type { Config } from './config.js'
 import { migratePostgres } from './db/migrate.js'
 import { createPool, type Pool } from './db/pool.js'
+import { bindClickHouse, bindDeployment, shownUrl, type Deployment } from './deployment.js'
 import type { Logger } from './logger.js'
 import { connectFailFast, patientConnection } from './redis-connections.js'
 import { RemoteClickHouseReads } from './queue/clickhouse-reads.js'
 import { QueueRegistry } from './queue/queues.js'
+import { TrackLayouts } from './queue/track-layout.js'
 import { RequestTracker } from './queue/request-tracker.js'
 
 /** Every long-lived connection of one process, built once at start and handed out piecemeal. */
@@ -17,6 +19,8 @@ export interface Context {
   config: Config
   logger: Logger
   pg: Pool
+  /** The deployment this process's Postgres, Redis prefix and ClickHouse were found to belong to. */
+  deployment: Deployment
   /** Fails fast while Redis is away, so the API can answer 503 instead of hanging. */
   redis: Redis
   queues: QueueRegistry
@@ -35,10 +39,18 @@ export function clickhouseDatabaseOf(config: Config): string {
   return name.replace(/[^a-zA-Z0-9_]/g, '_') || 'userdata'
 }
 
+/** Opens the embedded engine's seat for a worker process (workers/engine/seat.ts), given the rest of the context. */
+export type OpenClickHouse = (parts: { pg: Pool; redis: Redis; deployment: Deployment }) => Promise<ClickHouse>
+
+/**
+ * `clickhouse`: false for none (the API asks the engine's holder), true for CLICKHOUSE_URL's
+ * server, a ClickHouse already open (tests), or how to open one (a worker process's engine seat).
+ * Every process binds its parts to one deployment first, and refuses to start if they disagree.
+ */
 export async function createContext(
   config: Config,
   logger: Logger,
-  opts: { clickhouse: boolean | ClickHouse; migrate: boolean },
+  opts: { clickhouse: boolean | ClickHouse | OpenClickHouse; migrate: boolean },
 ): Promise<Context> {
   if (opts.migrate) await migratePostgres(config.DATABASE_URL)
   const pg = createPool(config.DATABASE_URL)
@@ -52,29 +64,43 @@ export async function createContext(
   // tracker's and rate limiter's pipelines cheap (measured: the copy was the API's top self time).
   const queueRedis = await connectFailFast(config.REDIS_URL)
   const workerConnections: Redis[] = []
+  const deployment = await bindDeployment({ pg, redis, config })
   let clickhouse: ClickHouse | undefined
-  if (typeof opts.clickhouse === 'object') {
-    clickhouse = opts.clickhouse
-    if (opts.migrate) await migrateClickHouse(clickhouse)
+  if (typeof opts.clickhouse === 'function') {
+    clickhouse = await opts.clickhouse({ pg, redis, deployment })
   } else if (opts.clickhouse) {
-    clickhouse = openClickHouse({
-      url: config.CLICKHOUSE_URL,
-      dataDir: path.resolve(config.DATA_DIR, 'clickhouse'),
-      database: clickhouseDatabaseOf(config),
-      insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS,
-    })
+    const given = typeof opts.clickhouse === 'object'
+    clickhouse = given
+      ? (opts.clickhouse as ClickHouse)
+      : openClickHouse({
+          url: config.CLICKHOUSE_URL,
+          dataDir: path.resolve(config.DATA_DIR, 'clickhouse'),
+          database: clickhouseDatabaseOf(config),
+          insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS,
+        })
     if (opts.migrate) await migrateClickHouse(clickhouse)
+    const where = config.CLICKHOUSE_URL && !given ? `CLICKHOUSE_URL ${shownUrl(config.CLICKHOUSE_URL)}` : `DATA_DIR ${clickhouse.dataDir}`
+    await bindClickHouse(clickhouse, deployment, { pg, where })
   }
   let remoteReads: RemoteClickHouseReads | undefined
   if (!clickhouse) {
     const subscriber = patientConnection(config.REDIS_URL)
     remoteReads = await RemoteClickHouseReads.connect({ redis, subscriber, prefix: config.QUEUE_PREFIX, timeoutMs: config.CLICKHOUSE_READ_TIMEOUT_MS })
   }
-  const queues = new QueueRegistry(queueRedis, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
+  const layouts = await TrackLayouts.open(redis, config.QUEUE_PREFIX, config.TRACK_PARTITIONS)
+  const layout = layouts.current()
+  if (process.env.TRACK_PARTITIONS && layout.partitions !== config.TRACK_PARTITIONS && !layout.previous) {
+    logger.warn(
+      { configured: config.TRACK_PARTITIONS, running: layout.partitions },
+      'TRACK_PARTITIONS differs from the partitions this deployment runs: it only sets a new deployment\'s; change them with `npm run cli -- partitions set <n>`',
+    )
+  }
+  const queues = new QueueRegistry(queueRedis, config.QUEUE_PREFIX, layouts)
   return {
     config,
     logger,
     pg,
+    deployment,
     redis,
     queues,
     tracker: new RequestTracker(redis, config.QUEUE_PREFIX),
@@ -87,6 +113,7 @@ export async function createContext(
     },
     async close() {
       await remoteReads?.close()
+      layouts.close()
       await queues.close()
       await Promise.all(workerConnections.map((r) => r.quit().catch(() => r.disconnect())))
       await queueRedis.quit().catch(() => queueRedis.disconnect())

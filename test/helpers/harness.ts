@@ -4,11 +4,12 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import type { Worker } from 'bullmq'
 import pg from 'pg'
 import { createApp } from '../../services/api/app.js'
 import { apiDepsFrom } from '../../services/api/deps.js'
-import { openClickHouse, type ClickHouse } from '../../shared/clickhouse/client.js'
+import { Redis } from 'ioredis'
+import { clickHouseOver, openClickHouse, type ClickHouse } from '../../shared/clickhouse/client.js'
+import { channelConnection, EngineChannel } from '../../shared/queue/engine-channel.js'
 import { loadConfig, type Config } from '../../shared/config.js'
 import { createContext, type Context } from '../../shared/context.js'
 import { withDefaultUser } from '../../shared/db/pool.js'
@@ -18,7 +19,7 @@ import { createMetrics, type Metrics } from '../../shared/metrics.js'
 import type { Permission } from '../../shared/domain/permissions.js'
 import { Permissions } from '../../shared/domain/permissions.js'
 import type { WorkerRole } from '../../shared/queue/queues.js'
-import { startWorkers } from '../../workers/registry.js'
+import { startWorkers, type RunningWorker } from '../../workers/registry.js'
 import { sleep, until } from './wait.js'
 
 const PG_BASE = process.env.TEST_DATABASE_URL ?? 'postgres://127.0.0.1:5432/postgres'
@@ -95,7 +96,7 @@ export interface TestEnv {
   writeAndWait(key: string, path: string, body: unknown): Promise<{ response: any; progress: { status: string; errors?: unknown[] } }>
   /** POST /users/export/ids, which must answer 201. */
   readUsers(key: string, body: unknown): Promise<{ users: any[]; invalid_user_ids?: unknown[] }>
-  startWorkers(roles?: WorkerRole[]): Promise<Worker[]>
+  startWorkers(roles?: WorkerRole[]): Promise<RunningWorker[]>
   close(): Promise<void>
 }
 
@@ -130,7 +131,11 @@ export async function request(baseUrl: string, method: string, p: string, opts: 
  * A whole service on real Postgres, Redis and chDB with its own database, queue prefix and
  * ClickHouse database, so test files never collide with each other or with `make run`.
  */
-export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<string, string> } = {}): Promise<TestEnv> {
+/**
+ * `engine: false`: this process opens no ClickHouse, as an API process beside worker processes;
+ * the worker processes a test spawns hold the engine, and `clickhouse` reaches it through them.
+ */
+export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<string, string>; engine?: boolean } = {}): Promise<TestEnv> {
   const dbName = await createTestDatabase()
   // Listening first, so the configuration's PUBLIC_URL (download links) names the real port.
   const server = http.createServer()
@@ -151,14 +156,23 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
     PUBLIC_URL: baseUrl,
     ...(opts.env ?? {}),
   })
-  const ch = sharedClickHouse()
-  const clickhouse: ClickHouse = { ...ch, database: dbName, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS, close: async () => {} }
   const logger = createLogger(config.LOG_LEVEL)
-  const ctx = await createContext(config, logger, { clickhouse, migrate: true })
+  let clickhouse: ClickHouse
+  let ctx: Context
+  let channel: EngineChannel | undefined
+  if (opts.engine === false) {
+    ctx = await createContext(config, logger, { clickhouse: false, migrate: true })
+    channel = new EngineChannel(ctx.redis, new Redis(config.REDIS_URL, { maxRetriesPerRequest: null }), config.QUEUE_PREFIX)
+    clickhouse = clickHouseOver({ database: dbName, insertIntervalMs: 0, connect: (lane) => channelConnection(channel!, lane) })
+  } else {
+    const ch = sharedClickHouse()
+    clickhouse = { ...ch, database: dbName, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS, close: async () => {} }
+    ctx = await createContext(config, logger, { clickhouse, migrate: true })
+  }
   const metrics = createMetrics()
   const app = createApp(apiDepsFrom(ctx, metrics, adminToken))
   server.on('request', app)
-  const workers: Worker[] = []
+  const workers: RunningWorker[] = []
 
   const env: TestEnv = {
     baseUrl,
@@ -204,8 +218,9 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
       await new Promise<void>((r) => server.close(() => r()))
       const keys = await ctx.redis.keys(`${config.QUEUE_PREFIX}:*`).catch(() => [] as string[])
       if (keys.length) await ctx.redis.del(...keys).catch(() => {})
+      await channel?.close()
       await ctx.close()
-      await clickhouse.client.command({ query: `DROP DATABASE IF EXISTS ${clickhouse.database}` }).catch(() => {})
+      if (!channel) await clickhouse.client.command({ query: `DROP DATABASE IF EXISTS ${clickhouse.database}` }).catch(() => {})
       await dropTestDatabase(dbName)
     },
   }

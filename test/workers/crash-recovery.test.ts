@@ -7,8 +7,11 @@ import { until } from '../helpers/wait.js'
 import { clickhouseCounts, exited, killSpawnedWorkers, occurrencesOf, spawnWorkerProcess } from '../helpers/worker-process.js'
 
 let env: TestEnv
+/** The deployment's one engine, held by whichever worker process runs. */
+let dataDir: string
 beforeAll(async () => {
-  env = await startTestEnv()
+  env = await startTestEnv({ engine: false })
+  dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-crash-'))
 })
 afterAll(async () => {
   killSpawnedWorkers()
@@ -35,7 +38,6 @@ function makeRequest(n: number) {
 describe('a worker killed with SIGKILL mid-load', () => {
   it('applies every accepted object exactly once after a new worker takes over', async () => {
     const ws = await env.workspace()
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-crash-'))
     const expectedInc = new Map<string, number>()
     const expectedEvents = new Map<string, number>()
     const requestIds: string[] = []
@@ -87,7 +89,6 @@ describe('a worker killed with SIGKILL mid-load', () => {
 
   it('applies a backlog exactly once and in order per user when the worker is killed inside batches, again and again', async () => {
     const ws = await env.workspace()
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-crash-batch-'))
     const users = 20
     const requests = 1200
     const expectedSeq = new Map<string, number[]>()

@@ -8,7 +8,7 @@ import { exited, killSpawnedWorkers, runHelperScript, spawnWorkerProcess } from 
 
 let env: TestEnv
 beforeAll(async () => {
-  env = await startTestEnv()
+  env = await startTestEnv({ engine: false })
 })
 afterAll(async () => {
   killSpawnedWorkers()

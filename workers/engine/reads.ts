@@ -1,22 +1,13 @@
-import os from 'node:os'
 import type { Redis } from 'ioredis'
 import type { ClickHouseReads } from '../../shared/clickhouse/reads.js'
 import type { Filter } from '../../shared/domain/segment-filter.js'
 import type { Logger } from '../../shared/logger.js'
-import {
-  ClickHouseReadRequest,
-  clickhouseReadKeys,
-  HOLDER_HEARTBEAT_TTL_MS,
-  type ClickHouseReadReply,
-  type HolderInfo,
-} from '../../shared/queue/clickhouse-reads.js'
+import { ClickHouseReadRequest, clickhouseReadKeys, type ClickHouseReadReply } from '../../shared/queue/clickhouse-reads.js'
+import { servePops, type Served } from './pop-loop.js'
 import type { ReadPriority } from './priority.js'
 
 /** Reads answered at once, side by side; more wait in the list. */
 const MAX_IN_FLIGHT = 8
-const HEARTBEAT_EVERY_MS = 1_000
-/** How long one pop waits for a request before looking whether it should stop. */
-const POP_WAIT_SECONDS = 1
 
 /** A request's answer as a reply carries it: a number or text (a map as JSON entries). */
 async function read(reads: ClickHouseReads, request: ClickHouseReadRequest): Promise<number | string> {
@@ -30,9 +21,7 @@ async function read(reads: ClickHouseReads, request: ClickHouseReadRequest): Pro
   }
 }
 
-export interface ReadServer {
-  stop(): Promise<void>
-}
+export type ReadServer = Served
 
 /**
  * Serves the API's ClickHouse reads from the process holding the embedded engine
@@ -42,7 +31,7 @@ export interface ReadServer {
 export async function serveClickHouseReads(opts: {
   /** A connection this server blocks on; it is closed by `stop`. */
   blocking: Redis
-  /** For the heartbeat and the replies (a fail-fast connection: an answer Redis cannot take is lost, and the caller times out). */
+  /** For the replies (a fail-fast connection: an answer Redis cannot take is lost, and the caller times out). */
   redis: Redis
   prefix: string
   reads: ClickHouseReads
@@ -52,18 +41,12 @@ export async function serveClickHouseReads(opts: {
 }): Promise<ReadServer> {
   const { blocking, redis, reads, priority, logger } = opts
   const keys = clickhouseReadKeys(opts.prefix)
-  const me = JSON.stringify({ pid: process.pid, host: os.hostname() } satisfies HolderInfo)
-  const beat = () => redis.set(keys.holder, me, 'PX', HOLDER_HEARTBEAT_TTL_MS).catch(() => {})
-  await beat()
-  const heartbeat = setInterval(beat, HEARTBEAT_EVERY_MS)
 
-  const inFlight = new Set<Promise<void>>()
-  let stopping = false
 
-  const answer = async (raw: string) => {
+  const answer = async (raw: Buffer) => {
     let request: ClickHouseReadRequest
     try {
-      request = ClickHouseReadRequest.parse(JSON.parse(raw))
+      request = ClickHouseReadRequest.parse(JSON.parse(raw.toString('utf8')))
     } catch (e) {
       logger.warn({ err: (e as Error).message }, 'dropped a malformed ClickHouse read request')
       return
@@ -85,38 +68,5 @@ export async function serveClickHouseReads(opts: {
     })
   }
 
-  const loop = (async () => {
-    while (!stopping) {
-      if (inFlight.size >= MAX_IN_FLIGHT) {
-        await Promise.race(inFlight)
-        continue
-      }
-      let popped: [string, string] | null
-      try {
-        popped = await blocking.blpop(keys.requests, POP_WAIT_SECONDS)
-      } catch (e) {
-        if (stopping) break
-        logger.warn({ err: (e as Error).message }, 'ClickHouse read channel: Redis unavailable; retrying')
-        await new Promise((r) => setTimeout(r, 500))
-        continue
-      }
-      if (!popped) continue
-      const p = answer(popped[1]).finally(() => inFlight.delete(p))
-      inFlight.add(p)
-    }
-  })()
-
-  return {
-    async stop() {
-      stopping = true
-      clearInterval(heartbeat)
-      await loop
-      await Promise.all(inFlight)
-      // Only our own heartbeat: a successor may have taken the engine already.
-      await redis
-        .eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, keys.holder, me)
-        .catch(() => {})
-      blocking.disconnect()
-    },
-  }
+  return servePops({ blocking, key: keys.requests, maxInFlight: MAX_IN_FLIGHT, handle: answer, logger, what: 'ClickHouse read channel' })
 }

@@ -128,7 +128,7 @@ describe('METRICS_PORT of a worker-only process', () => {
   const dataDir = path.join(os.tmpdir(), `uds-test-metrics-worker-${process.pid}`)
 
   beforeAll(async () => {
-    env = await startTestEnv()
+    env = await startTestEnv({ engine: false })
   })
 
   afterAll(async () => {

@@ -5,14 +5,14 @@ import { countSegmentMembers } from '../../../shared/clickhouse/segment-reposito
 import { writeSnapshots } from '../../../shared/clickhouse/snapshot-repository.js'
 import type { Filter } from '../../../shared/domain/segment-filter.js'
 import { clickhouseReadKeys, RemoteClickHouseReads } from '../../../shared/queue/clickhouse-reads.js'
-import { serveClickHouseReadsInThread } from '../../../workers/clickhouse-reads/in-thread.js'
-import { ReadPriority } from '../../../workers/clickhouse-reads/priority.js'
-import type { ReadServer } from '../../../workers/clickhouse-reads/server.js'
+import { serveEngineInThread } from '../../../workers/engine/in-thread.js'
+import { ReadPriority } from '../../../workers/engine/priority.js'
+import type { Served } from '../../../workers/engine/pop-loop.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
 
 describe('ClickHouse reads served from a thread of the engine holder', () => {
   let env: TestEnv
-  let server: ReadServer
+  let server: Served
   let remote: RemoteClickHouseReads
   /** Records what the thread tells the main thread. */
   class RecordingPriority extends ReadPriority {
@@ -40,8 +40,9 @@ describe('ClickHouse reads served from a thread of the engine holder', () => {
   beforeAll(async () => {
     env = await startTestEnv()
     await writeSnapshots(env.clickhouse, [snapshot(1, 'FR'), snapshot(2, 'DE'), snapshot(3, 'FR')])
-    server = await serveClickHouseReadsInThread({
-      data: { redisUrl: env.config.REDIS_URL, prefix: env.config.QUEUE_PREFIX, dataDir: env.clickhouse.dataDir!, database: env.clickhouse.database, logLevel: 'silent' },
+    const holder = JSON.stringify({ pid: process.pid, host: 'test', seat: 'seat-1' })
+    server = await serveEngineInThread({
+      data: { redisUrl: env.config.REDIS_URL, prefix: env.config.QUEUE_PREFIX, dataDir: env.clickhouse.dataDir!, database: env.clickhouse.database, logLevel: 'silent', holder, seat: 'seat-1' },
       priority,
       logger: env.ctx.logger,
     })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ReadPriority } from '../../../workers/clickhouse-reads/priority.js'
+import { ReadPriority } from '../../../workers/engine/priority.js'
 
 describe('ReadPriority', () => {
   it('lets a batch start at once when no read runs', async () => {
