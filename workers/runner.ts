@@ -60,6 +60,10 @@ export interface RunnerOptions<N extends JobName> {
   onStalled?: (queue: string) => void
   /** Awaited before each batch is applied: work that must go first (the API's ClickHouse reads). */
   yieldTo?: () => Promise<void>
+  /** Which workspaces of a batch this process's database does not know (their jobs fail, unapplied). */
+  unknownWorkspaces?: (ids: string[]) => Promise<Set<string>>
+  /** Awaited before a job is taken up: an ordering barrier it must not pass yet (a partition change's). */
+  holdUntil?: () => Promise<void>
 }
 
 const MAX_BACKOFF_MS = 10_000
@@ -137,6 +141,21 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
   }
 
   /**
+   * Applies the jobs of workspaces this database knows. A job of another (a deployment sharing the
+   * Redis prefix by mistake) would write where its own deployment never reads: it fails, named.
+   */
+  const applyKnown = async (batch: BatchEntry<N>[], job: Job): Promise<(Outcome | Error)[]> => {
+    const workspaceOf = (e: BatchEntry<N>) => (e.data as { workspaceId: string }).workspaceId
+    const unknown = opts.unknownWorkspaces ? await step('check workspaces', () => opts.unknownWorkspaces!(batch.map(workspaceOf))) : undefined
+    if (!unknown?.size) return applyBatch(batch, job)
+    log.error({ workspaces: [...unknown] }, 'jobs for workspaces this database does not know: is another deployment using this QUEUE_PREFIX? failing them')
+    const known = batch.filter((e) => !unknown.has(workspaceOf(e)))
+    const applied = known.length ? await applyBatch(known, job) : []
+    let next = 0
+    return batch.map((e) => (unknown.has(workspaceOf(e)) ? fail(`workspace ${workspaceOf(e)} is not in this deployment's database`) : applied[next++]))
+  }
+
+  /**
    * The Redis steps around a batch (reading the jobs behind, progress, removal) are all safe to
    * repeat: an ordered queue retries them in place rather than fail a job it may have applied.
    */
@@ -155,6 +174,7 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
   }
 
   const run = async (job: Job) => {
+    await opts.holdUntil?.()
     // Before the batch is gathered: while the first job waits, the jobs behind it may still join.
     await opts.yieldTo?.()
     const first: Taken<N> = {
@@ -166,7 +186,7 @@ export async function startQueueWorker<N extends JobName>(opts: RunnerOptions<N>
     const requestOf = (e: BatchEntry<N>) => (e.data as { requestId: string }).requestId
     await step('mark started', () => opts.tracker.markStartedMany([...new Set(batch.map(requestOf))]))
     const started = process.hrtime.bigint()
-    const outcomes = await applyBatch(batch, job)
+    const outcomes = await applyKnown(batch, job)
     const seconds = Number(process.hrtime.bigint() - started) / 1e9
 
     const reports: JobReport[] = []

@@ -92,3 +92,9 @@ export async function listBlockedExternalIds(db: Queryable, workspaceId: string)
   )
   return r.rows.map((x) => x.external_id)
 }
+
+/** Which of the ids name a workspace of this database. */
+export async function existingWorkspaces(db: Queryable, ids: string[]): Promise<Set<string>> {
+  const r = await query<{ id: string }>(db, 'existingWorkspaces', 'SELECT id FROM workspaces WHERE id = ANY($1::text[])', [ids])
+  return new Set(r.rows.map((row) => row.id))
+}
