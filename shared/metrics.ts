@@ -16,15 +16,16 @@ interface QueueCounts {
 }
 
 /** `track-3` is partition 3 of the `track` family; other queues are their own family. */
+/** A track partition queue's family and partition (`3`, or `g1-3` in a later layout generation); other queues are their own family. */
 export function queueFamily(name: string): { family: string; partition?: string } {
-  const m = /^(track)-(\d+)$/.exec(name)
+  const m = /^(track)-((?:g\d+-)?\d+)$/.exec(name)
   return m ? { family: m[1], partition: m[2] } : { family: name }
 }
 
 /** What one scrape reads from Redis: counts per queue, lag per track partition, the track backlog. */
 interface Readings {
   counts: QueueCounts[]
-  lag: number[]
+  lag: Map<string, number>
   backlog: BacklogState
 }
 
@@ -221,7 +222,7 @@ export function createMetrics() {
       async collect() {
         const lag = (await currentState())?.lag
         this.reset()
-        lag?.forEach((seconds, p) => this.set({ queue: 'track', partition: String(p) }, seconds))
+        lag?.forEach((seconds, queue) => this.set({ queue: 'track', partition: queueFamily(queue).partition ?? queue }, seconds))
       },
     }),
     trackBacklog: new Gauge({

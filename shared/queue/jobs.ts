@@ -2,7 +2,8 @@ import type { JobsOptions } from 'bullmq'
 import type { z } from 'zod'
 import { RetryableError } from '../errors.js'
 import { QueueNames, Queues, WorkerRoles, type QueueRegistry, type WorkerRole, isOrderedQueue } from './queues.js'
-import type { BacklogBound, BacklogRefusal, JobShare, RequestTracker } from './request-tracker.js'
+import { LAYOUT_CHANGED, type BacklogBound, type BacklogRefusal, type JobShare, type RequestTracker } from './request-tracker.js'
+import { trackQueueOf, type TrackLayout } from './track-layout.js'
 
 type QueueRow = (typeof Queues)[WorkerRole]
 export type JobName = QueueRow['job']
@@ -20,9 +21,10 @@ export type QueuedJob = {
   [N in JobName]: { name: N; data: JobOf<N>; partition?: number; opts?: JobsOptions }
 }[JobName]
 
-export function queueOf(job: QueuedJob): string {
+/** The queue a job goes to; a track job to its partition of the layout generation it was routed for. */
+export function queueOf(job: QueuedJob, generation: number): string {
   const role = JobRoles[job.name]
-  return role === 'track' ? QueueNames.track(job.partition ?? 0) : QueueNames[role]
+  return role === 'track' ? trackQueueOf(generation, job.partition ?? 0) : QueueNames[role]
 }
 
 /** Ordered queues retry inside the processor (Queues); the others through BullMQ, with backoff. */
@@ -34,6 +36,12 @@ export interface Producer {
   queues: QueueRegistry
   tracker: RequestTracker
 }
+
+/** A request's jobs: as they are, or routed for the track layout in force (track work splits by partition). */
+export type RequestJobs = QueuedJob[] | ((layout: TrackLayout) => QueuedJob[])
+
+/** Routings tried before giving up: each retry follows a layout change made while the request was routed. */
+const MAX_ROUTINGS = 5
 
 /** Objects a job adds to the track backlog: everything a track partition job will apply. */
 export function backlogObjects(job: QueuedJob): number {
@@ -67,15 +75,34 @@ const CAUTIOUS_APPLY_RATE = 4000
  */
 export async function submitRequest(
   producer: Producer,
-  req: { workspaceId: string; requestId: string; jobs: QueuedJob[]; errors?: unknown[]; backlogBound?: BacklogBound },
+  req: { workspaceId: string; requestId: string; jobs: RequestJobs; errors?: unknown[]; backlogBound?: BacklogBound },
 ): Promise<void> {
   const jobKey = (i: number) => `${req.requestId}_${i}`
-  const shares: JobShare[] = req.jobs.map((job, i) => ({ jobKey: jobKey(i), objects: backlogObjects(job) })).filter((s) => s.objects > 0)
-  let refusal: BacklogRefusal | undefined
-  try {
-    refusal = await producer.tracker.create(req.requestId, req.workspaceId, req.jobs.length, req.errors, { shares, bound: req.backlogBound })
-  } catch (e) {
-    throw new QueueUnavailableError(e)
+  const layouts = producer.queues.layouts
+  let jobs: QueuedJob[] = []
+  let generation = 0
+  let shares: JobShare[] = []
+  let refusal: BacklogRefusal | typeof LAYOUT_CHANGED | undefined = LAYOUT_CHANGED
+  for (let routing = 0; refusal === LAYOUT_CHANGED; routing++) {
+    if (routing === MAX_ROUTINGS) throw new QueueUnavailableError(new Error('the track layout kept changing while the request was routed'))
+    const layout = routing === 0 ? layouts.current() : await layouts.refresh().catch((e) => Promise.reject(new QueueUnavailableError(e)))
+    jobs = typeof req.jobs === 'function' ? req.jobs(layout) : req.jobs
+    generation = layout.generation
+    shares = jobs.map((job, i) => ({ jobKey: jobKey(i), objects: backlogObjects(job) })).filter((s) => s.objects > 0)
+    const routed = jobs.some((j) => JobRoles[j.name] === 'track')
+    try {
+      refusal = await producer.tracker.create({
+        requestId: req.requestId,
+        workspaceId: req.workspaceId,
+        totalJobs: jobs.length,
+        errors: req.errors,
+        shares,
+        bound: req.backlogBound,
+        generation: routed ? generation : undefined,
+      })
+    } catch (e) {
+      throw new QueueUnavailableError(e)
+    }
   }
   if (refusal) {
     const excess = refusal.objects + shares.reduce((n, s) => n + s.objects, 0) - refusal.limit
@@ -85,8 +112,8 @@ export async function submitRequest(
     // A request makes at most one job per queue (a track request one per partition): `add` sends one
     // command, where `addBulk` builds a pipeline that copies BullMQ's ~40 scripts.
     await Promise.all(
-      req.jobs.map((job, i) => {
-        const queue = queueOf(job)
+      jobs.map((job, i) => {
+        const queue = queueOf(job, generation)
         return producer.queues.get(queue).add(job.name, job.data, { ...optionsFor(queue), ...job.opts, jobId: jobKey(i) })
       }),
     )

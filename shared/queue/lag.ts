@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq'
 import type { Redis } from 'ioredis'
-import { QueueNames, type QueueRegistry } from './queues.js'
+import type { QueueRegistry } from './queues.js'
+import { trackQueuesOf } from './track-layout.js'
 
 /**
  * Seconds since the oldest job not yet applied (active, or waiting: a batch's jobs stay waiting
@@ -15,7 +16,9 @@ export async function queueLagSeconds(queue: Queue, redis: Redis, now = Date.now
   return Math.max(0, (now - oldest) / 1000)
 }
 
-/** Lag of every track partition, by partition number. */
-export async function trackLagSeconds(queues: QueueRegistry): Promise<number[]> {
-  return Promise.all(Array.from({ length: queues.partitions }, (_, p) => queueLagSeconds(queues.get(QueueNames.track(p)), queues.connection)))
+/** Lag of every track partition queue (a draining generation's too), by queue name. */
+export async function trackLagSeconds(queues: QueueRegistry): Promise<Map<string, number>> {
+  const names = trackQueuesOf(queues.layouts.current())
+  const lags = await Promise.all(names.map((name) => queueLagSeconds(queues.get(name), queues.connection)))
+  return new Map(names.map((name, i) => [name, lags[i]]))
 }

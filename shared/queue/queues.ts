@@ -4,19 +4,24 @@ import { CALLBACK_QUEUE, CallbackJob } from './callback-jobs.js'
 import { EXPORT_QUEUE, ExportJob } from './export-jobs.js'
 import { IDENTITY_QUEUE, IdentityJob } from './identity-jobs.js'
 import { TrackJob, isTrackQueue, trackQueueName } from './track-jobs.js'
+import { trackQueuesOf, type TrackLayout, type TrackLayouts } from './track-layout.js'
 
 /**
  * The queues, one row per worker role: its queue name (defined with its job contract; track is
- * split into partitions `track-0..N-1`), its one job's name and payload schema, and whether its
- * jobs run strictly one at a time, in order, across every process (and so retry in place: a
- * BullMQ retry would send the job to the back). What else lists queues is derived from this.
+ * split into partitions `track-0..N-1`), its one job's name and payload schema, whether its jobs
+ * run strictly one at a time, in order, across every process (and so retry in place: a BullMQ
+ * retry would send the job to the back), and whether it uses ClickHouse (a process running only
+ * roles that do not never opens it). What else lists queues is derived from this.
  */
 export const Queues = {
-  track: { name: trackQueueName, job: 'applyTrackBatch', payload: TrackJob, ordered: true },
-  identity: { name: IDENTITY_QUEUE, job: 'applyIdentityChange', payload: IdentityJob, ordered: true },
-  export: { name: EXPORT_QUEUE, job: 'runExport', payload: ExportJob, ordered: false },
-  callback: { name: CALLBACK_QUEUE, job: 'deliverCallback', payload: CallbackJob, ordered: false },
+  track: { name: trackQueueName, job: 'applyTrackBatch', payload: TrackJob, ordered: true, clickhouse: true },
+  identity: { name: IDENTITY_QUEUE, job: 'applyIdentityChange', payload: IdentityJob, ordered: true, clickhouse: true },
+  export: { name: EXPORT_QUEUE, job: 'runExport', payload: ExportJob, ordered: false, clickhouse: true },
+  callback: { name: CALLBACK_QUEUE, job: 'deliverCallback', payload: CallbackJob, ordered: false, clickhouse: false },
 } as const
+
+/** Whether any of the roles needs ClickHouse. */
+export const rolesUseClickHouse = (roles: readonly WorkerRole[]) => roles.some((r) => Queues[r].clickhouse)
 
 export type WorkerRole = keyof typeof Queues
 export const WorkerRoles = Object.keys(Queues) as WorkerRole[]
@@ -24,8 +29,9 @@ export const WorkerRoles = Object.keys(Queues) as WorkerRole[]
 /** Queue names by worker role. */
 export const QueueNames = Object.fromEntries(WorkerRoles.map((r) => [r, Queues[r].name])) as { [R in WorkerRole]: (typeof Queues)[R]['name'] }
 
-export function queueNamesFor(role: WorkerRole, partitions: number): string[] {
-  if (role === 'track') return Array.from({ length: partitions }, (_, p) => QueueNames.track(p))
+/** A role's queues under a track layout: the track partitions of its current and draining generations, or the role's one queue. */
+export function queueNamesFor(role: WorkerRole, layout: TrackLayout): string[] {
+  if (role === 'track') return trackQueuesOf(layout)
   return [QueueNames[role]]
 }
 
@@ -44,7 +50,7 @@ const defaultJobOptions: JobsOptions = {
 export class QueueRegistry {
   private readonly queues = new Map<string, Queue>()
 
-  constructor(readonly connection: Redis, readonly prefix: string, readonly partitions: number) {}
+  constructor(readonly connection: Redis, readonly prefix: string, readonly layouts: TrackLayouts) {}
 
   get(name: string): Queue {
     let q = this.queues.get(name)
@@ -80,7 +86,8 @@ export class QueueRegistry {
   }
 
   allNames(): string[] {
-    return WorkerRoles.flatMap((r) => queueNamesFor(r, this.partitions))
+    const layout = this.layouts.current()
+    return WorkerRoles.flatMap((r) => queueNamesFor(r, layout))
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import { redisScript } from '../redis-script.js'
+import { openJobsField, trackLayoutKey } from './track-layout.js'
 
 export type RequestStatus = 'queued' | 'processing' | 'done' | 'failed'
 
@@ -42,6 +43,9 @@ export interface BacklogRefusal {
   limit: number
 }
 
+/** `create` refused a request routed for a track layout that has changed since: route it again. */
+export const LAYOUT_CHANGED = 'layout'
+
 export interface BacklogState {
   all: number
   byWorkspace: Map<string, number>
@@ -50,15 +54,21 @@ export interface BacklogState {
 const TTL_SECONDS = 24 * 3600
 
 /**
- * KEYS: request hash, its error list, the backlog hash. ARGV: workspace, total jobs, ttl, bound on
- * all (-1: none), bound on the workspace (-1: none), enforce (1/0), share count n, n pairs
- * (jobKey, objects), then the request's errors. Checks and takes the backlog share and records the
- * request in one step, so two concurrent requests can never both squeeze under the bound.
+ * KEYS: request hash, its error list, the backlog hash, the track layout. ARGV: workspace, total
+ * jobs, ttl, bound on all (-1: none), bound on the workspace (-1: none), enforce (1/0), the layout
+ * generation the track jobs were routed for (-1: none), share count n, n pairs (jobKey, objects),
+ * then the request's errors. Checks and takes the backlog share and records the request in one
+ * step, so two concurrent requests can never both squeeze under the bound, and a request routed
+ * for a layout changed meanwhile is refused whole (`layout`): it is routed again. The layout also
+ * counts each generation's unreported track jobs (`open:g<n>`), so a change knows when the old
+ * generation is done.
  */
 const CREATE = `
-local n = tonumber(ARGV[7])
+local n = tonumber(ARGV[8])
+local gen = tonumber(ARGV[7])
+if gen >= 0 and tonumber(redis.call('HGET', KEYS[4], 'generation') or '0') ~= gen then return {'layout', 0, 0} end
 local sum = 0
-for i = 0, n - 1 do sum = sum + tonumber(ARGV[9 + 2 * i]) end
+for i = 0, n - 1 do sum = sum + tonumber(ARGV[10 + 2 * i]) end
 local wsField = 'ws:' .. ARGV[1]
 if sum > 0 then
   if ARGV[6] == '1' then
@@ -73,31 +83,43 @@ if sum > 0 then
   redis.call('HINCRBY', KEYS[3], wsField, sum)
 end
 local fields = {'workspace', ARGV[1], 'total', ARGV[2], 'started', 0}
+local shares = 0
 for i = 0, n - 1 do
-  if tonumber(ARGV[9 + 2 * i]) > 0 then
-    fields[#fields + 1] = 'w:' .. ARGV[8 + 2 * i]
-    fields[#fields + 1] = ARGV[9 + 2 * i]
+  if tonumber(ARGV[10 + 2 * i]) > 0 then
+    fields[#fields + 1] = 'w:' .. ARGV[9 + 2 * i]
+    fields[#fields + 1] = ARGV[10 + 2 * i]
+    shares = shares + 1
   end
+end
+if gen >= 0 and shares > 0 then
+  fields[#fields + 1] = 'gen'
+  fields[#fields + 1] = gen
+  redis.call('HINCRBY', KEYS[4], 'open:g' .. gen, shares)
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-if #ARGV > 7 + 2 * n then
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, 8 + 2 * n))
+if #ARGV > 8 + 2 * n then
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, 9 + 2 * n))
   redis.call('EXPIRE', KEYS[2], ARGV[3])
 end
 return 0`
 
-/** Gives a backlog share back; a field at or below zero is dropped, so idle workspaces leave no trace. */
+/**
+ * Gives a backlog share back (and the job's count in its layout generation); a field at or below
+ * zero is dropped, so idle workspaces leave no trace.
+ */
 const GIVE_BACK = `
 local function giveBack(backlog, field, objects)
   if redis.call('HINCRBY', backlog, field, -objects) <= 0 then redis.call('HDEL', backlog, field) end
 end
-local function releaseJob(backlog, k, job)
+local function releaseJob(backlog, layout, k, job)
   local w = redis.call('HGET', k, 'w:' .. job)
   if w then
     redis.call('HDEL', k, 'w:' .. job)
     giveBack(backlog, 'all', tonumber(w))
     giveBack(backlog, 'ws:' .. redis.call('HGET', k, 'workspace'), tonumber(w))
+    local gen = redis.call('HGET', k, 'gen')
+    if gen then giveBack(layout, 'open:g' .. gen, 1) end
   end
 end
 `
@@ -124,7 +146,7 @@ while i <= #ARGV do
       redis.call('RPUSH', k .. ':errors', unpack(ARGV, i + 4, i + 3 + e))
       redis.call('EXPIRE', k .. ':errors', ARGV[2])
     end
-    releaseJob(KEYS[1], k, job)
+    releaseJob(KEYS[1], KEYS[2], k, job)
     local total = tonumber(redis.call('HGET', k, 'total') or '0')
     local failed = redis.call('SCARD', k .. ':failed')
     if total > 0 and redis.call('SCARD', k .. ':done') + failed >= total then
@@ -137,10 +159,10 @@ while i <= #ARGV do
 end
 return finished`
 
-/** KEYS: request hash, backlog hash. Gives back the shares of the request's jobs not reported yet. */
+/** KEYS: request hash, backlog hash, track layout. Gives back the shares of the request's jobs not reported yet. */
 const RELEASE = `${GIVE_BACK}
 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(f, 1, 2) == 'w:' then releaseJob(KEYS[2], KEYS[1], string.sub(f, 3)) end
+  if string.sub(f, 1, 2) == 'w:' then releaseJob(KEYS[2], KEYS[3], KEYS[1], string.sub(f, 3)) end
 end
 return 0`
 
@@ -168,34 +190,44 @@ export class RequestTracker {
    * Records an accepted request. With `shares`, its jobs' objects join the backlog, and with
    * `bound` the request is refused (nothing recorded) when they would not fit.
    */
-  async create(
-    requestId: string,
-    workspaceId: string,
-    totalJobs: number,
-    errors: unknown[] = [],
-    backlog: { shares?: JobShare[]; bound?: BacklogBound } = {},
-  ): Promise<BacklogRefusal | undefined> {
-    const k = this.key(requestId)
-    const shares = backlog.shares ?? []
-    const bound = backlog.bound
-    const r = await createScript(this.redis, [k, `${k}:errors`, this.backlogKey], [
-      workspaceId,
-      totalJobs,
+  async create(req: {
+    requestId: string
+    workspaceId: string
+    totalJobs: number
+    errors?: unknown[]
+    shares?: JobShare[]
+    bound?: BacklogBound
+    /** The track layout generation the request's track jobs were routed for: a changed layout refuses it (`'layout'`). */
+    generation?: number
+  }): Promise<BacklogRefusal | typeof LAYOUT_CHANGED | undefined> {
+    const k = this.key(req.requestId)
+    const shares = req.shares ?? []
+    const bound = req.bound
+    const r = await createScript(this.redis, [k, `${k}:errors`, this.backlogKey, trackLayoutKey(this.prefix)], [
+      req.workspaceId,
+      req.totalJobs,
       TTL_SECONDS,
       bound?.all ?? -1,
       bound?.workspace ?? -1,
       bound ? 1 : 0,
+      req.generation ?? -1,
       shares.length,
       ...shares.flatMap((s) => [s.jobKey, s.objects]),
-      ...errors.map((e) => JSON.stringify(e)),
+      ...(req.errors ?? []).map((e) => JSON.stringify(e)),
     ])
     if (!Array.isArray(r)) return undefined
+    if (r[0] === LAYOUT_CHANGED) return LAYOUT_CHANGED
     return { scope: r[0] as BacklogRefusal['scope'], objects: Number(r[1]), limit: Number(r[2]) }
+  }
+
+  /** Track jobs of a layout generation accepted and not reported yet. */
+  async openJobs(generation: number): Promise<number> {
+    return Number((await this.redis.hget(trackLayoutKey(this.prefix), openJobsField(generation))) ?? 0)
   }
 
   /** Gives back the backlog shares of a request whose jobs could not all be enqueued. */
   async release(requestId: string): Promise<void> {
-    await releaseScript(this.redis, [this.key(requestId), this.backlogKey], [])
+    await releaseScript(this.redis, [this.key(requestId), this.backlogKey, trackLayoutKey(this.prefix)], [])
   }
 
   async markStarted(requestId: string): Promise<void> {
@@ -222,7 +254,7 @@ export class RequestTracker {
       const errors = (r.errors ?? []).map((e) => JSON.stringify(e))
       args.push(r.requestId, r.jobKey, r.status, errors.length, ...errors)
     }
-    const flat = (await reportScript(this.redis, [this.backlogKey], args)) as number[]
+    const flat = (await reportScript(this.redis, [this.backlogKey, trackLayoutKey(this.prefix)], args)) as number[]
     const finished: FinishedRequest[] = []
     for (let i = 0; i < flat.length; i += 2) finished.push({ report: flat[i], status: flat[i + 1] ? 'failed' : 'done' })
     return finished

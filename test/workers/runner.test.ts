@@ -6,15 +6,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createLogger } from '../../shared/logger.js'
 import { trackQueueName, type TrackJob } from '../../shared/queue/track-jobs.js'
 import { QueueRegistry } from '../../shared/queue/queues.js'
+import { TrackLayouts } from '../../shared/queue/track-layout.js'
 import { RequestTracker } from '../../shared/queue/request-tracker.js'
 import { ok, startQueueWorker, type BatchEntry, type BatchProcessor } from '../../workers/runner.js'
 
 let redis: Redis
 let queues: QueueRegistry
 let worker: Worker | undefined
-beforeAll(() => {
+beforeAll(async () => {
   redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null })
-  queues = new QueueRegistry(redis, `udstest_${randomBytes(5).toString('hex')}`, 1)
+  const prefix = `udstest_${randomBytes(5).toString('hex')}`
+  queues = new QueueRegistry(redis, prefix, await TrackLayouts.open(redis, prefix, 1))
 })
 afterEach(async () => {
   await worker?.close()

@@ -40,7 +40,8 @@ const holdsEarlier = redisScript(HOLDS_EARLIER)
  * same wait.
  */
 export async function waitForEarlierTrackWork(queues: QueueRegistry, acceptedAt: number): Promise<void> {
-  const partitions = queueNamesFor('track', queues.partitions).map((name) => queues.get(name))
+  // The layout as it is now (a change elsewhere may be seconds old here), with the draining generation's partitions.
+  const partitions = queueNamesFor('track', await queues.layouts.refresh()).map((name) => queues.get(name))
   const keys = partitions.flatMap((q) => [q.keys.wait, q.keys.active])
   const prefixes = partitions.map((q) => q.toKey(''))
   while ((await holdsEarlier(queues.connection, keys, [acceptedAt, ...prefixes])) === 1) await sleep(POLL_MS)

@@ -6,7 +6,7 @@ import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain
 import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
-import type { Config } from '../../../shared/config.js'
+import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400, upTo50 } from '../validation.js'
@@ -22,7 +22,7 @@ const RemoveBody = z.object({ email: upTo50(EmailAddress, 'email addresses') }).
  * Postgres for the lists, the queues and the partition count for state changes; `emailProvider`
  * is the email provider's list hook: without one, only the service's own lists change.
  */
-export type EmailDeps = Pick<ApiDeps, 'pg' | 'producer'> & { config: Pick<Config, 'TRACK_PARTITIONS'>; emailProvider?: EmailProviderLists }
+export type EmailDeps = Pick<ApiDeps, 'pg' | 'producer'> & { emailProvider?: EmailProviderLists }
 
 const removeFromProvider: Record<EmailList, (p: EmailProviderLists, emails: string[]) => Promise<void>> = {
   spam: (p, emails) => p.removeFromSpamList(emails),
@@ -61,7 +61,7 @@ const emailStatus: ApiRoute<EmailDeps> = {
     const body = parseOr400(EmailStatusBody, req.body)
     const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
     const emailStateChanges = body.email.map((email) => ({ email, subscription_state: body.subscription_state }))
-    const jobs = trackChangeJobs(request, { emailStateChanges }, deps.config.TRACK_PARTITIONS)
+    const jobs = (layout: TrackLayout) => trackChangeJobs(request, { emailStateChanges }, layout.partitions)
     await submitRequest(deps.producer, { ...request, jobs })
     res.status(201).json({ message: 'success' })
   },

@@ -121,7 +121,7 @@ function boardQueues(deps: DashboardDeps): BullMQAdapter[] {
   return queues.allNames().map((name) => {
     const { family, partition } = queueFamily(name)
     if (partition === undefined) return new BullMQAdapter(queues.get(name))
-    const about = `partition ${partition} of ${queues.partitions} of the ${family} queue: /users/track work, applied in order`
+    const about = `partition ${partition} of the ${family} queue (${queues.layouts.current().partitions} partitions): /users/track work, applied in order`
     return new TrackPartitionAdapter(queues.get(name), about, queues, deps.tracker, deps.config.TRACK_BACKLOG_MAX_OBJECTS)
   })
 }
@@ -136,7 +136,7 @@ async function backlogReport(deps: DashboardDeps) {
       per_workspace_limit: deps.config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE,
       workspaces: [...backlog.byWorkspace].sort((a, b) => b[1] - a[1]).map(([workspace_id, objects]) => ({ workspace_id, objects })),
     },
-    lag_seconds: Object.fromEntries(lag.map((seconds, p) => [`track-${p}`, Number(seconds.toFixed(3))])),
+    lag_seconds: Object.fromEntries([...lag].map(([queue, seconds]) => [queue, Number(seconds.toFixed(3))])),
   }
 }
 

@@ -12,8 +12,8 @@ import { toE164 } from '../../../shared/domain/phone.js'
 import { badRequest } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
+import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import type { SubscriptionChange } from '../../../shared/queue/track-jobs.js'
-import type { Config } from '../../../shared/config.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400, upTo50 } from '../validation.js'
@@ -24,7 +24,7 @@ const EMAIL_AND_PHONE_MESSAGE = 'Either an email address or a phone number shoul
 const MAX_V2_GROUPS = 25
 
 /** Postgres for the groups and states, the queues and the partition count for the changes. */
-type SubscriptionDeps = Pick<ApiDeps, 'pg' | 'producer'> & { config: Pick<Config, 'TRACK_PARTITIONS'> }
+type SubscriptionDeps = Pick<ApiDeps, 'pg' | 'producer'>
 
 export const PhoneNumber = z.string().transform((s, ctx) => {
   const e164 = toE164(s)
@@ -126,7 +126,7 @@ async function acceptGroupUpdates(deps: SubscriptionDeps, res: Response, updates
   const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
   const groups = await groupsOr400(deps, request.workspaceId, named)
   for (const u of updates) checkKeysFitChannel(u, groups.get(u.groupId)!)
-  const jobs = trackChangeJobs(request, { subscriptionChanges: updates.flatMap(changesOf) }, deps.config.TRACK_PARTITIONS)
+  const jobs = (layout: TrackLayout) => trackChangeJobs(request, { subscriptionChanges: updates.flatMap(changesOf) }, layout.partitions)
   await submitRequest(deps.producer, { ...request, jobs })
   res.status(201).json({ message: 'success' })
 }

@@ -7,6 +7,7 @@ import { FieldError } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
 import { BacklogFullError, submitRequest } from '../../../shared/queue/jobs.js'
 import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
+import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import type { Config } from '../../../shared/config.js'
 import type { AttributeOp, EventOp, PurchaseOp } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps } from '../deps.js'
@@ -101,7 +102,7 @@ export function parseTrackObjects(
 
 /** What /users/track uses: blocked ids, the partition count and backlog bounds, the queues, the 429 counter. */
 type TrackDeps = Pick<ApiDeps, 'workspaces' | 'producer' | 'metrics'> & {
-  config: Pick<Config, 'TRACK_PARTITIONS' | 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE'>
+  config: Pick<Config, 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE'>
 }
 
 /** POST /users/track (interface.md 4.1). */
@@ -133,7 +134,7 @@ const track: ApiRoute<TrackDeps> = {
     if (attributes.length + events.length + purchases.length === 0) {
       throw new ApiError(400, 'bad_request', errors[0].message, { errors })
     }
-    const jobs = trackRequestJobs({ workspaceId, requestId }, { attributes, events, purchases }, deps.config.TRACK_PARTITIONS)
+    const jobs = (layout: TrackLayout) => trackRequestJobs({ workspaceId, requestId }, { attributes, events, purchases }, layout.partitions)
     const backlogBound = { all: deps.config.TRACK_BACKLOG_MAX_OBJECTS, workspace: deps.config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE }
     try {
       await submitRequest(deps.producer, { workspaceId, requestId, jobs, errors, backlogBound })

@@ -218,7 +218,7 @@ describe('the email provider hook', () => {
       admin: pass,
       scim: [],
     }
-    const deps: EmailDeps = { pg: env.ctx.pg, config: env.config, producer: { queues: env.ctx.queues, tracker: env.ctx.tracker }, emailProvider: provider }
+    const deps: EmailDeps = { pg: env.ctx.pg, producer: { queues: env.ctx.queues, tracker: env.ctx.tracker }, emailProvider: provider }
     const app = express().use(express.json()).use(mountFamily(emailRoutes, deps, auth)).use(errorHandler(env.ctx.logger))
     const server = app.listen(0, '127.0.0.1')
     await new Promise<void>((r) => server.once('listening', () => r()))

@@ -1,12 +1,11 @@
 import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
-import type { Worker } from 'bullmq'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApp } from '../../../services/api/app.js'
 import { apiDepsFrom } from '../../../services/api/deps.js'
 import { SESSION_COOKIE } from '../../../services/api/routes/queue-dashboard.js'
 import { createLogger } from '../../../shared/logger.js'
-import { startWorkers } from '../../../workers/registry.js'
+import { startWorkers, type RunningWorker } from '../../../workers/registry.js'
 import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
 import { until } from '../../helpers/wait.js'
 
@@ -25,7 +24,7 @@ function memoryLog() {
 describe('logs', () => {
   let env: TestEnv
   let server: Server
-  let workers: Worker[] = []
+  let workers: RunningWorker[] = []
   let baseUrl: string
   const log = memoryLog()
   const secrets: string[] = []

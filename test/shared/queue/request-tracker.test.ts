@@ -48,8 +48,8 @@ async function writesWhile(fn: () => Promise<unknown>): Promise<number> {
 
 describe('request tracker batch API', () => {
   it('reports a batch in one script call, idempotently per job', async () => {
-    await tracker.create('r1', 'ws1', 2, [{ type: 'invalid_object', index: 0 }], { shares: [{ jobKey: 'r1_0', objects: 3 }, { jobKey: 'r1_1', objects: 2 }] })
-    await tracker.create('r2', 'ws2', 1, [], { shares: [{ jobKey: 'r2_0', objects: 4 }] })
+    await tracker.create({ requestId: 'r1', workspaceId: 'ws1', totalJobs: 2, errors: [{ type: 'invalid_object', index: 0 }], shares: [{ jobKey: 'r1_0', objects: 3 }, { jobKey: 'r1_1', objects: 2 }] })
+    await tracker.create({ requestId: 'r2', workspaceId: 'ws2', totalJobs: 1, shares: [{ jobKey: 'r2_0', objects: 4 }] })
     expect((await tracker.backlog()).all).toBe(9)
 
     expect(await roundTrips(() => tracker.markStartedMany(['r1', 'r2']))).toBe(1)
@@ -94,13 +94,13 @@ describe('request tracker batch API', () => {
 
   it('refuses a request that would overfill the workspace or the whole backlog, recording nothing', async () => {
     const bound = { all: 10, workspace: 6 }
-    expect(await tracker.create('a1', 'wsA', 1, [], { shares: [{ jobKey: 'a1_0', objects: 5 }], bound })).toBeUndefined()
-    expect(await tracker.create('a2', 'wsA', 1, [], { shares: [{ jobKey: 'a2_0', objects: 2 }], bound })).toEqual({ scope: 'workspace', objects: 5, limit: 6 })
-    expect(await tracker.create('b1', 'wsB', 1, [], { shares: [{ jobKey: 'b1_0', objects: 5 }], bound })).toBeUndefined()
-    expect(await tracker.create('c1', 'wsC', 1, [], { shares: [{ jobKey: 'c1_0', objects: 1 }], bound })).toEqual({ scope: 'all', objects: 10, limit: 10 })
+    expect(await tracker.create({ requestId: 'a1', workspaceId: 'wsA', totalJobs: 1, shares: [{ jobKey: 'a1_0', objects: 5 }], bound })).toBeUndefined()
+    expect(await tracker.create({ requestId: 'a2', workspaceId: 'wsA', totalJobs: 1, shares: [{ jobKey: 'a2_0', objects: 2 }], bound })).toEqual({ scope: 'workspace', objects: 5, limit: 6 })
+    expect(await tracker.create({ requestId: 'b1', workspaceId: 'wsB', totalJobs: 1, shares: [{ jobKey: 'b1_0', objects: 5 }], bound })).toBeUndefined()
+    expect(await tracker.create({ requestId: 'c1', workspaceId: 'wsC', totalJobs: 1, shares: [{ jobKey: 'c1_0', objects: 1 }], bound })).toEqual({ scope: 'all', objects: 10, limit: 10 })
     expect(await redis.exists(`${prefix}:request:a2`, `${prefix}:request:c1`)).toBe(0)
     // Counted but never refused (no bound given).
-    expect(await tracker.create('c2', 'wsC', 1, [], { shares: [{ jobKey: 'c2_0', objects: 1 }] })).toBeUndefined()
+    expect(await tracker.create({ requestId: 'c2', workspaceId: 'wsC', totalJobs: 1, shares: [{ jobKey: 'c2_0', objects: 1 }] })).toBeUndefined()
     expect((await tracker.backlog()).all).toBe(11)
 
     // An enqueue that failed gives the share back once; a job already reported keeps nothing to give.

@@ -2,13 +2,15 @@ import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { QueueRegistry } from '../../../shared/queue/queues.js'
+import { TrackLayouts } from '../../../shared/queue/track-layout.js'
 import { oldestWaiting, removeWaiting } from '../../../shared/queue/waiting-jobs.js'
 
 let redis: Redis
 let queues: QueueRegistry
-beforeAll(() => {
+beforeAll(async () => {
   redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null })
-  queues = new QueueRegistry(redis, `udstest_${randomBytes(5).toString('hex')}`, 1)
+  const prefix = `udstest_${randomBytes(5).toString('hex')}`
+  queues = new QueueRegistry(redis, prefix, await TrackLayouts.open(redis, prefix, 1))
 })
 afterAll(async () => {
   const keys = await redis.keys(`${queues.prefix}:*`)
