@@ -13,6 +13,7 @@ import { mountFamily, type AuthMiddleware } from './mount.js'
 import { buildOpenApiDocument } from './openapi.js'
 import { adminRoutes } from './routes/admin.js'
 import { adminEmailListRoutes } from './routes/admin-email-lists.js'
+import { adminPartitionRoutes } from './routes/admin-partitions.js'
 import { docsRoutes, type DocsDeps } from './routes/docs.js'
 import { exportDownloadRoutes } from './routes/export-download.js'
 import { emailRoutes } from './routes/email.js'
@@ -44,6 +45,7 @@ const routeFamilies: RouteFamily<RouteDeps>[] = [
   queueDashboardRoutes,
   adminRoutes,
   adminEmailListRoutes,
+  adminPartitionRoutes,
   requestRoutes,
   usersExportIdsRoutes,
   usersIdentityRoutes,

@@ -66,6 +66,11 @@ function collectEndpointLimit(value: string, previous: EndpointLimits = {}): End
   return { ...previous, [m[1]]: { limit: Number(m[2]), window_seconds: Number(m[3]) } }
 }
 
+function describePartitions(r: Body): string[] {
+  const now = `${r.partitions} track partitions (layout generation ${r.generation})`
+  return r.changing ? [now, `changing from ${r.changing.from_partitions}: ${r.changing.jobs_left} jobs of the old layout left`] : [now]
+}
+
 /** The filter of `segment create`, inline or from a file, parsed here so a typo fails before any request. */
 function readFilter(opts: { filter?: string; filterFile?: string }): unknown {
   if ((opts.filter === undefined) === (opts.filterFile === undefined)) {
@@ -119,6 +124,7 @@ const Groups = {
   'rate-limits': "a workspace's rate limits",
   'blocked-ids': 'external ids that /users/track refuses',
   export: 'exports',
+  partitions: 'the track partitions (changed online)',
 } as const
 
 const required = (flags: string, description: string) => new Option(flags, description).makeOptionMandatory()
@@ -242,6 +248,21 @@ const AdminCommands: AdminCommand[] = [
     description: 'exports go back to download URLs',
     call: ([ws]) => ({ method: 'DELETE', path: `/workspaces/${seg(ws)}/export_storage` }),
     show: (_, [ws]) => ({ data: { workspace_id: ws, export_storage: null }, lines: ['export storage removed: exports answer with download URLs'] }),
+  },
+  {
+    group: 'partitions',
+    usage: 'show',
+    description: 'the track partitions in force, and a change still draining',
+    call: () => ({ method: 'GET', path: '/track_partitions' }),
+    show: (r) => ({ lines: describePartitions(r) }),
+  },
+  {
+    group: 'partitions',
+    usage: 'set <count>',
+    description: 'change the number of track partitions under load: new requests go to the new ones, which apply once the old have drained',
+    arguments: [new Argument('<count>', 'partitions, 1 to 256').argParser(parsePositiveInt)],
+    call: ([count]) => ({ method: 'PUT', path: '/track_partitions', body: { partitions: count } }),
+    show: (r) => ({ lines: describePartitions(r) }),
   },
   {
     group: 'rate-limits',
