@@ -32,6 +32,17 @@ export interface ServiceProcesses {
   stop(): Promise<void>
 }
 
+/** The scaled layout with a pool of worker processes, each of which can be killed and started again. */
+export interface WorkerPool extends ServiceProcesses {
+  env: ServiceEnv & { REDIS_URL: string }
+  /** The worker processes, by index (a restarted one replaces its entry). */
+  workers: ChildProcess[]
+  /** Each worker's METRICS_PORT (its objects applied are read there). */
+  metricsPorts: number[]
+  /** Starts worker `i` again (after a kill), on the same DATA_DIR and METRICS_PORT as before. */
+  restart(i: number): ChildProcess
+}
+
 export interface ServiceEnv {
   DATABASE_URL: string
   DATA_DIR: string
@@ -164,6 +175,69 @@ export async function startScaled(apiCount: number, extra: Record<string, string
       for (const c of children) c.kill('SIGTERM')
       await Promise.all(children.map(exited))
       await cleanUp(env, dbName)
+    },
+  }
+}
+
+/**
+ * The README's scaled mode with a pool: one API process and `workers.length` worker processes
+ * (`npm run start:worker`'s command line), each on the DATA_DIR it names (default: the pool's own),
+ * all with the same database, Redis prefix and admin token.
+ */
+export async function startWorkerPool(opts: { workers: { dataDir?: string; roles?: string[] }[]; env?: Record<string, string> }): Promise<WorkerPool> {
+  const { env, dbName } = await testServiceEnv()
+  const adminToken = `pool-admin-${randomBytes(12).toString('hex')}`
+  const shared = { ADMIN_TOKEN: adminToken, ...(opts.env ?? {}) }
+  const node = (args: string[], extra: Record<string, string>) =>
+    spawn(process.execPath, [...SERVICE_NODE_FLAGS, '--import', 'tsx', 'bin/main.ts', ...args], {
+      cwd: root,
+      env: serviceProcessEnv(baseEnv(env, { ...shared, ...extra })),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+  const port = await freePort()
+  const api = node(['api'], { PORT: String(port) })
+  const metricsPorts = await Promise.all(opts.workers.map(() => freePort()))
+  let out = ''
+  const watch = (c: ChildProcess) => {
+    c.stdout?.on('data', (d) => (out += d))
+    c.stderr?.on('data', (d) => (out += d))
+    return c
+  }
+  const startWorker = (i: number) =>
+    watch(node(['worker', ...(opts.workers[i].roles ?? [])], { DATA_DIR: opts.workers[i].dataDir ?? env.DATA_DIR, METRICS_PORT: String(metricsPorts[i]), HOST: '127.0.0.1' }))
+  watch(api)
+  const workers = opts.workers.map((_, i) => startWorker(i))
+  const output = () => out
+  const url = `http://127.0.0.1:${port}`
+  await ready(url, output)
+  await Promise.all(
+    metricsPorts.map((p) =>
+      until(`worker metrics on ${p}`, () => fetch(`http://127.0.0.1:${p}/metrics`).then((r) => r.status, () => 0), (s) => s === 200, 90_000, 200),
+    ),
+  )
+  const credentials = JSON.parse(readFileSync(path.join(env.DATA_DIR, 'credentials.json'), 'utf8')) as FirstStartCredentials
+  return {
+    apis: [url],
+    adminToken,
+    credentials,
+    dataDir: env.DATA_DIR,
+    env: { ...env, REDIS_URL: baseEnv(env, {}).REDIS_URL as string },
+    workers,
+    metricsPorts,
+    output,
+    signal(_role, signal) {
+      workers[0].kill(signal)
+    },
+    restart(i) {
+      workers[i] = startWorker(i)
+      return workers[i]
+    },
+    async stop() {
+      const all = [api, ...workers]
+      for (const c of all) c.kill('SIGTERM')
+      await Promise.all(all.map(exited))
+      await cleanUp(env, dbName)
+      for (const w of opts.workers) if (w.dataDir) rmSync(w.dataDir, { recursive: true, force: true })
     },
   }
 }
