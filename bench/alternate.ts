@@ -24,6 +24,11 @@ interface Figures {
   doneP99?: number
   /** Postgres CPU seconds per 1,000 objects in the lull part's bursts after the first. */
   lullPostgres?: number
+  /** Merges and deletes applied a second, on the full preload. */
+  identityMerges?: number
+  identityDeletes?: number
+  /** Segment-size reads while a backlog drains, p99. */
+  segmentP99?: number
 }
 
 /** A checkout of `base`: the directory itself, or a worktree of the commit it names. */
@@ -64,6 +69,9 @@ function figuresOf(file: string): Figures {
     drainingP99: r.split?.duringDrain?.p99Ms,
     doneP99: r.split?.acceptedToDone?.p99Ms,
     lullPostgres: lullPostgres(r.lull?.bursts),
+    identityMerges: r.identity?.at(-1)?.merges?.operationsPerSecond,
+    identityDeletes: r.identity?.at(-1)?.deletes?.operationsPerSecond,
+    segmentP99: r.segments?.duringDrain?.p99Ms,
   }
 }
 
@@ -103,7 +111,7 @@ async function main() {
       const xs = mine.map((f) => f[k]).filter((x): x is number => typeof x === 'number')
       return xs.length ? Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 1000) / 1000 : undefined
     }
-    console.log(`mean, ${variant}: ${show({ mixed: mean('mixed'), mixedRatio: mean('mixedRatio'), embedded: mean('embedded'), split: mean('split'), smallP99: mean('smallP99'), drainingP99: mean('drainingP99'), doneP99: mean('doneP99'), lullPostgres: mean('lullPostgres') })}`)
+    console.log(`mean, ${variant}: ${show({ mixed: mean('mixed'), mixedRatio: mean('mixedRatio'), embedded: mean('embedded'), split: mean('split'), smallP99: mean('smallP99'), drainingP99: mean('drainingP99'), doneP99: mean('doneP99'), lullPostgres: mean('lullPostgres'), identityMerges: mean('identityMerges'), identityDeletes: mean('identityDeletes'), segmentP99: mean('segmentP99') })}`)
   }
 }
 

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { workerPriority } from '../bin/process-flags.js'
-import { withLayout, type Layout } from './layout.js'
+import { benchWorkers, withLayout, type Layout } from './layout.js'
 import { acceptedToDone, allFinished, fullLoad, openLoop, post, round, summarize, whileDraining, type Target } from './load.js'
 import { meterCpu } from './cpu.js'
 import { benchPostmasterPid } from './postgres.js'
@@ -109,7 +109,8 @@ async function main() {
     const bodies = Array.from({ length: REQUESTS }, (_, i) => trackBody(i, USERS, `${mode[0]}${tag}-`))
     const full = await fullIngest(t, bodies)
     let figures: Record<string, unknown> = {}
-    if (mode === 'split') {
+    // BENCH_INGEST_FULL_ONLY: the full-size load alone (the pool part compares worker counts on it).
+    if (mode === 'split' && !process.env.BENCH_INGEST_FULL_ONLY) {
       const smallRequests = await smallAtRate(layout, t, `s${tag}-`)
       // Each request's own figure stays out of the results.
       const { each, ...atRest } = await acceptedToDone({ ...REST, warmUpSeconds: Math.min(WARM_UP_SECONDS, 2), send: smallSender(t, `r${tag}-`) }, t)
@@ -120,7 +121,7 @@ async function main() {
       JSON.stringify({
         mode,
         users: USERS,
-        processes: mode === 'split' ? { api: 1, worker: 1, workerPriority: workerPriority().join(' ') } : { all: 1 },
+        processes: mode === 'split' ? { api: 1, worker: benchWorkers(), workerPriority: workerPriority().join(' ') } : { all: 1 },
         preloaded: { profiles: preloaded.profiles, events: preloaded.events },
         ...full,
         ...figures,

@@ -1,6 +1,7 @@
 // The two process layouts the benchmarks run the service in, on the preloaded database:
-// embedded (one process, every role) and split (one API process and one worker process at a
-// lower CPU priority: the layout `make run` starts, bin/run-local.ts).
+// embedded (one process, every role) and split (one API process and BENCH_WORKERS worker
+// processes, default one, at a lower CPU priority: with one, the layout `make run` starts,
+// bin/run-local.ts; with more, the README's scaled mode on one host, one of them holding the engine).
 import { workerPriority } from '../bin/process-flags.js'
 import { dropQueueKeys, startService, stopService, type ServiceProcess } from './lib.js'
 
@@ -9,17 +10,22 @@ export interface Layout {
   apis: string[]
   /** The service's processes by role (embedded: one process, as `api`), for metering their CPU. */
   pids(): { api: number[]; worker: number[] }
-  /** Split only: stops the worker process (SIGTERM, it finishes its active jobs), or starts it again. */
+  /** Split only: stops the worker processes (SIGTERM, they finish their active jobs), or starts them again. */
   stopWorker(): Promise<void>
   startWorker(): Promise<void>
   stop(): Promise<void>
 }
 
+/** Worker processes of the split layout. */
+export const benchWorkers = () => Math.max(1, Number(process.env.BENCH_WORKERS ?? 1))
+
 export async function startLayout(mode: 'embedded' | 'split', env: Record<string, string>): Promise<Layout> {
   const apis: ServiceProcess[] = []
-  let worker: ServiceProcess | undefined
+  let workers: ServiceProcess[] = []
   const startWorker = async () => {
-    worker = await startService(['worker'], env, { priority: workerPriority() })
+    // The first holds the engine; the others start once it does, so they find it held.
+    workers = [await startService(['worker'], env, { priority: workerPriority() })]
+    for (let i = 1; i < benchWorkers(); i++) workers.push(await startService(['worker'], env, { priority: workerPriority() }))
   }
   if (mode === 'embedded') {
     apis.push(await startService([], env))
@@ -30,10 +36,10 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
   return {
     mode,
     apis: apis.map((a) => a.url),
-    pids: () => ({ api: apis.map((a) => a.child.pid!), worker: worker ? [worker.child.pid!] : [] }),
+    pids: () => ({ api: apis.map((a) => a.child.pid!), worker: workers.map((w) => w.child.pid!) }),
     async stopWorker() {
-      if (!worker) throw new Error('no worker process in the embedded layout')
-      await stopService(worker)
+      if (!workers.length) throw new Error('no worker process in the embedded layout')
+      await Promise.all(workers.map(stopService))
     },
     async startWorker() {
       if (mode === 'embedded') throw new Error('no worker process in the embedded layout')
@@ -41,7 +47,7 @@ export async function startLayout(mode: 'embedded' | 'split', env: Record<string
     },
     async stop() {
       for (const a of apis) await stopService(a)
-      if (worker) await stopService(worker)
+      await Promise.all(workers.map(stopService))
     },
   }
 }

@@ -171,8 +171,8 @@ export function peakRssMb(pid: number | 'self' = 'self'): number {
 }
 
 /** The last line of a child's stdout as JSON: how bench parts report. */
-export async function runPart(script: string, args: string[] = []): Promise<unknown> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
+export async function runPart(script: string, args: string[] = [], env: Record<string, string> = {}): Promise<unknown> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } })
   let out = ''
   child.stdout!.on('data', (d) => (out += d))
   const code = await new Promise((r) => child.once('exit', r))

@@ -11,7 +11,7 @@ import path from 'node:path'
 import pg from 'pg'
 import { dropQueueKeys } from './lib.js'
 import { requestsFor } from './ingest-load.js'
-import { startLayout, type Layout } from './layout.js'
+import { benchWorkers, startLayout, type Layout } from './layout.js'
 import { meterCpu, pageFaultMicros, threadSeconds } from './cpu.js'
 import { fullLoad, round, type Target } from './load.js'
 import { check, loginsSum, readProfiles, sampleOf, type State } from './mixed-check.js'
@@ -116,6 +116,7 @@ async function main() {
     JSON.stringify({
       mode: 'mixed',
       layout: 'split',
+      workers: benchWorkers(),
       preloaded: { profiles: preloaded.profiles, events: preloaded.events },
       ...figures,
       attributeRows: bodies.length * MIXED_PER_KIND,

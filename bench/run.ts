@@ -130,7 +130,9 @@ interface Identity {
 const USERS = Number(process.env.BENCH_USERS ?? 100_000)
 const EVENTS = Number(process.env.BENCH_PRELOAD_EVENTS ?? 10_000_000)
 const ALIASES: Record<string, string[]> = { ingest: ['embedded', 'split'] }
-const NAMED = process.argv.slice(2).join(',') || process.env.BENCH_PARTS || 'raw,ingest,mixed,identity,sweep,segments,reads,export'
+const NAMED = process.argv.slice(2).join(',') || process.env.BENCH_PARTS || 'raw,ingest,mixed,pool,identity,sweep,segments,reads,export'
+/** The pool part's worker process counts (the README's scaled mode on one host). */
+const POOL_WORKERS = (process.env.BENCH_POOL_WORKERS ?? '1,2,4').split(',').map(Number)
 const PARTS = new Set(NAMED.split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
 
 /** The issue 12 floor for one ingest run: its rows at the raw rates, against the time it took. */
@@ -167,12 +169,13 @@ async function main() {
   const identity: Identity[] = []
   const ingest: Ingest[] = []
   let segments: SegmentSize | undefined
-  const rawMixed = PARTS.has('mixed') ? await timed('raw (mixed rows)', () => runPart('bench/raw.ts', [String(USERS), 'mixed']) as Promise<Raw>) : undefined
+  const rawMixed = PARTS.has('mixed') || PARTS.has('pool') ? await timed('raw (mixed rows)', () => runPart('bench/raw.ts', [String(USERS), 'mixed']) as Promise<Raw>) : undefined
+  const pool: { workers: number; mixed: Mixed; friendly: Ingest }[] = []
   let mixed: Mixed | undefined
   let soak: Soak | undefined
   let lull: Lull | undefined
   let sweep: Sweep | undefined
-  if (['embedded', 'split', 'mixed', 'soak', 'lull', 'identity', 'sweep', 'segments'].some((p) => PARTS.has(p))) {
+  if (['embedded', 'split', 'mixed', 'pool', 'soak', 'lull', 'identity', 'sweep', 'segments'].some((p) => PARTS.has(p))) {
     // BENCH_REUSE_PRELOAD=1 keeps a preload that matches (a cache: BENCH_PRELOAD_DIR, BENCH_PRELOAD_DB).
     const fresh = process.env.BENCH_REUSE_PRELOAD ? [] : ['--fresh']
     // Identity is measured at a tenth of the events, then at all of them, in the same preload.
@@ -188,6 +191,15 @@ async function main() {
       if (PARTS.has(mode)) ingest.push(await timed(mode, () => runPart('bench/ingest.ts', [mode, String(USERS)]) as Promise<Ingest>))
     }
     if (PARTS.has('mixed')) mixed = await timed('mixed', () => runPart('bench/mixed.ts', [String(USERS)]) as Promise<Mixed>)
+    // The same loads with 1, 2 and 4 worker processes, one after another on the same preload.
+    if (PARTS.has('pool')) {
+      for (const workers of POOL_WORKERS) {
+        const env = { BENCH_WORKERS: String(workers) }
+        const m = await timed(`pool: mixed, ${workers} workers`, () => runPart('bench/mixed.ts', [String(USERS)], env) as Promise<Mixed>)
+        const f = await timed(`pool: friendly, ${workers} workers`, () => runPart('bench/ingest.ts', ['split', String(USERS)], { ...env, BENCH_INGEST_FULL_ONLY: '1' }) as Promise<Ingest>)
+        pool.push({ workers, mixed: m, friendly: f })
+      }
+    }
     // Near capacity: three fifths of the mixed part's applied rate when it ran (BENCH_SOAK_RPS
     // overrides). A burst is drained on the whole machine; a send that lasts shares it with its
     // own acceptance: ten-minute soaks held 0.61-0.69 of the burst measured before them.
@@ -334,6 +346,25 @@ async function main() {
       verdict(mixed.check.exact),
     ])
   }
+  const poolOut = pool.map((p) => ({ ...p, mixedFloor: rawMixed ? floorOf(p.mixed, rawMixed) : undefined, friendlyFloor: raw ? floorOf(p.friendly, raw) : undefined }))
+  const one = poolOut.find((p) => p.workers === 1)
+  for (const p of poolOut) {
+    const against = (now: number | null | undefined, base: number | null | undefined) =>
+      now && base && p.workers !== 1 ? ` (${Math.round((100 * (now - base)) / base)}% against 1)` : ''
+    const within = (now: number | null | undefined, base: number | null | undefined) => (p.workers === 1 || !now || !base ? undefined : now >= 0.9 * base)
+    rows.push([
+      `pool: mixed with ${p.workers} worker processes, applied; ratio to its raw floor`,
+      `${p.mixed.appliedPerSecond === null ? 'not all applied' : `${n(p.mixed.appliedPerSecond)} objects/s`}; ${p.mixedFloor?.ratio ?? '-'}${against(p.mixed.appliedPerSecond, one?.mixed.appliedPerSecond)}; ${p.mixed.check.exact ? 'exact' : 'NOT EXACT'}`,
+      p.workers === 1 ? '' : 'within 10% of 1',
+      verdict(within(p.mixed.appliedPerSecond, one?.mixed.appliedPerSecond) === false || !p.mixed.check.exact ? false : within(p.mixed.appliedPerSecond, one?.mixed.appliedPerSecond)),
+    ])
+    rows.push([
+      `pool: friendly with ${p.workers} worker processes, applied; ratio to its raw floor`,
+      `${p.friendly.appliedPerSecond === null ? 'not all applied' : `${n(p.friendly.appliedPerSecond)} objects/s`}; ${p.friendlyFloor?.ratio ?? '-'}${against(p.friendly.appliedPerSecond, one?.friendly.appliedPerSecond)}`,
+      p.workers === 1 ? '' : 'within 10% of 1',
+      verdict(within(p.friendly.appliedPerSecond, one?.friendly.appliedPerSecond)),
+    ])
+  }
   if (soak) {
     const f = soak.firstMinute
     const l = soak.lastMinute
@@ -439,7 +470,7 @@ async function main() {
   const dir = path.join(root, 'bench/results')
   mkdirSync(dir, { recursive: true })
   const file = path.join(dir, `${startedAt.replace(/[:.]/g, '-')}.json`)
-  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, soak, lull, identity, sweep, segments, reads, exports, partSeconds, table: rows })
+  Object.assign(out, { raw, rawMixed, preloads, ...ingestOut, mixed: mixed && { ...mixed, floor: mixedFloor }, pool: poolOut, soak, lull, identity, sweep, segments, reads, exports, partSeconds, table: rows })
   writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`)
   console.log(`\nwritten to ${path.relative(root, file)}`)
 }
