@@ -19,7 +19,7 @@ const STEADY_MS = 30_000
 const MAX_QUICK_FAILURES = 5
 /** main.ts's own 15 s shutdown grace, and a margin. */
 const SHUTDOWN_GRACE_MS = 20_000
-/** main.ts exits 2 for a bad configuration or an engine held by another process: restarting repeats it. */
+/** main.ts exits 2 for a bad configuration or settings of two deployments: restarting repeats it. */
 const EXIT_FATAL = 2
 
 interface Child {
