@@ -208,6 +208,11 @@ describe("make run's layout (API and worker processes)", () => {
     expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/rate_limits`, { default_per_hour: -1 }), 400)
     expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/blocked_external_ids`, { external_ids: ['blocked-1'] }), 200)
     expectStatus(await asAdmin('PUT', `/admin/v1/workspaces/${ws}/blocked_external_ids`, { external_ids: [''] }), 400)
+    // The track partitions: the count in force (4), set again to itself (no change), and refused out of range.
+    expect(expectStatus(await asAdmin('GET', '/admin/v1/track_partitions'), 200).body).toMatchObject({ partitions: 4, changing: null })
+    expect(expectStatus(await asAdmin('PUT', '/admin/v1/track_partitions', { partitions: 4 }), 200).body).toMatchObject({ partitions: 4, generation: 0 })
+    expectStatus(await asAdmin('PUT', '/admin/v1/track_partitions', { partitions: 0 }), 400)
+    expectStatus(await call('GET', '/admin/v1/track_partitions', { token: 'wrong-token-wrong-token' }), 401)
     const blocked = await asKey('POST', '/users/track', { attributes: [{ external_id: 'blocked-1', a: 1 }] })
     expect(blocked.status).toBeGreaterThanOrEqual(400)
     expect(blocked.status).toBeLessThan(500)

@@ -1,12 +1,7 @@
 import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { lockDataDir } from '../../shared/clickhouse/client.js'
 import { ConfigError, loadConfig } from '../../shared/config.js'
-import { dropTestDatabase } from '../helpers/harness.js'
 
 const ROOT = path.resolve(import.meta.dirname, '../..')
 
@@ -105,28 +100,6 @@ describe('service entry point', () => {
     expect(r.code).toBe(2)
     expect(r.stderr).toMatch(/^\s*PORT: /m)
   })
-
-  it('stops a second process that would open the embedded ClickHouse data directory another one holds', async () => {
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-lock-'))
-    // This test process stands for the first worker: it holds the directory's lock.
-    const unlock = lockDataDir(path.join(dataDir, 'clickhouse'))
-    const dbName = `uds_test_lock_${randomBytes(4).toString('hex')}`
-    try {
-      const r = await runMain(['worker', 'track'], {
-        DATA_DIR: dataDir,
-        DATABASE_URL: `postgres://127.0.0.1:5432/${dbName}`,
-        QUEUE_PREFIX: `udstest_${randomBytes(4).toString('hex')}`,
-      })
-      expect(r.code).toBe(2)
-      expect(r.stderr).toContain(`${path.join(dataDir, 'clickhouse')} is in use by process ${process.pid}`)
-      expect(r.stderr).toContain('Set CLICKHOUSE_URL')
-      expect(readFileSync(path.join(dataDir, 'clickhouse', 'owner.pid'), 'utf8')).toBe(String(process.pid))
-    } finally {
-      unlock()
-      await dropTestDatabase(dbName)
-      rmSync(dataDir, { recursive: true, force: true })
-    }
-  }, 60_000)
 
   it('exits with code 2 for an unknown mode or worker queue', async () => {
     const [mode, queue] = await Promise.all([runMain(['bogus-mode'], {}), runMain(['worker', 'nosuchqueue'], {})])
