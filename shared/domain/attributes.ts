@@ -63,13 +63,14 @@ const sameValue = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringi
 export function deepMerge(target: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
   const out = { ...target }
   for (const k in patch) {
-    const [t, p] = [out[k], patch[k]]
-    out[k] = isPlainObject(t) && isPlainObject(p) ? deepMerge(t, p) : p
+    const [t, p] = [Object.hasOwn(out, k) ? out[k] : undefined, patch[k]]
+    // Defined, not assigned: a member named __proto__ (JSON may have one) is data, not the prototype.
+    Object.defineProperty(out, k, { value: isPlainObject(t) && isPlainObject(p) ? deepMerge(t, p) : p, enumerable: true, writable: true, configurable: true })
   }
   return out
 }
 
-const matches = (item: unknown, key: ItemKey) => isPlainObject(item) && item[key.$identifier_key] === key.$identifier_value
+const matches = (item: unknown, key: ItemKey) => isPlainObject(item) && Object.hasOwn(item, key.$identifier_key) && item[key.$identifier_key] === key.$identifier_value
 
 /** An edit of the array of objects `name`: applied whole, or not at all when the result would be over the limit. */
 function editItems(attrs: CustomAttributes, name: string, edit: ItemsEdit, merge: boolean): AttributeProblem | undefined {

@@ -175,6 +175,10 @@ describe('applyCustomAttribute: nested custom attributes (the reference\'s array
     expect(stored).toEqual(before)
     expect(update).toEqual(sent)
     expect(deepMerge({ a: { b: 1 } }, { a: { c: 2 } })).toEqual({ a: { b: 1, c: 2 } })
+    // A member named __proto__, as JSON.parse makes it, is merged as data.
+    const merged = deepMerge(JSON.parse('{"__proto__": {"a": 1}}'), JSON.parse('{"__proto__": {"b": 2}}'))
+    expect(JSON.stringify(merged)).toBe('{"__proto__":{"a":1,"b":2}}')
+    expect(Object.getPrototypeOf(merged)).toBe(Object.prototype)
   })
 })
 
