@@ -55,7 +55,8 @@ interface FieldDefinition {
     member?: string
     /**
      * A bad value is a non-fatal error of this field alone and the rest of the object applies:
-     * for values senders do not type themselves (a CDP fills location fields from the device or the IP).
+     * for values senders do not type themselves (a CDP fills location fields from the device or
+     * the IP), and where the reference drops a bad value rather than refuse the object.
      */
     alone?: boolean
   }
@@ -73,7 +74,8 @@ export const ProfileFields = [
   { name: 'last_name', sql: 'text', track: { kind: 'text' } },
   { name: 'email', sql: 'text', track: { kind: 'email' } },
   { name: 'home_city', sql: 'text', track: { kind: 'text' } },
-  { name: 'time_zone', sql: 'text', track: { kind: 'timeZone' } },
+  /** Alone: the reference sets "only valid time zone values", and takes names of another list ("Eastern Time (US & Canada)"). */
+  { name: 'time_zone', sql: 'text', track: { kind: 'timeZone', alone: true } },
   { name: 'dob', sql: 'text', track: { kind: 'date' } },
   { name: 'country', sql: 'text', track: { kind: 'country', alone: true } },
   { name: 'phone', sql: 'text', track: { kind: 'phone' } },

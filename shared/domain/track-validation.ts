@@ -331,7 +331,7 @@ const RuleKinds: { [K in FieldRule['kind']]: RuleKind<Extract<FieldRule, { kind:
   },
   timeZone: {
     check(_, value: string, field) {
-      if (!validTimeZone(value)) throw new FieldError(`${field}: must be an IANA time zone such as America/New_York`)
+      if (!validTimeZone(value)) throw new FieldError(`${field}: must be an IANA time zone such as America/New_York. Not stored`)
       return value
     },
     doc: () => z.string(),
