@@ -1,9 +1,9 @@
 import { z } from 'zod'
-import { ProfileFieldNames } from './profile-fields.js'
+import { FilteredProfileFields } from './profile-fields.js'
 
 /** Standard record fields a segment may filter on (interface.md 2.4): every profile field among them. */
 export const FilterableFields = [
-  'created_at', 'external_id', 'service_id', 'random_bucket', ...ProfileFieldNames, 'total_revenue', 'attributed_campaign',
+  'created_at', 'external_id', 'service_id', 'random_bucket', ...FilteredProfileFields, 'total_revenue', 'attributed_campaign',
   'attributed_source', 'attributed_adgroup', 'attributed_ad', 'uninstalled_at',
 ] as const
 

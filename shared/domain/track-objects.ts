@@ -1,8 +1,8 @@
 import { z } from 'zod'
 import type { AttributeOp, EventOp, PurchaseOp, StandardFields } from '../queue/track-jobs.js'
-import { isPlainObject } from './attributes.js'
+import { isPlainObject, nestedSizeProblem } from './attributes.js'
 import type { Identifier } from './identifiers.js'
-import { SettableFieldRules, type SettableField } from './profile-fields.js'
+import { SettableFieldRules } from './profile-fields.js'
 import {
   CustomAttributeDoc,
   FieldError,
@@ -71,21 +71,45 @@ const AttributesBefore = {
   push_tokens: listOf(PushToken),
 }
 /** Those checked after its profile fields and custom attributes. */
-const AttributesAfter = { _update_existing_only: optionalBoolean, subscription_groups: listOf(GroupState) }
+const AttributesAfter = {
+  _update_existing_only: optionalBoolean,
+  _merge_objects: {
+    parse: optionalBoolean.parse,
+    doc: optionalBoolean.doc.describe('true: an object deep-merges into the object stored, and $update merges $new_object into the items it finds (instead of replacing them)'),
+  } satisfies Member<boolean | undefined>,
+  subscription_groups: listOf(GroupState),
+}
 
 const checkAttributesBefore = memberChecks(AttributesBefore)
 const checkAttributesAfter = memberChecks(AttributesAfter)
 
 /** Members that are neither profile fields nor custom attributes. */
-const NOT_ATTRIBUTES = new Set(['external_id', 'user_alias', 'service_id', ...Object.keys(AttributesBefore), ...Object.keys(AttributesAfter)])
+const NOT_ATTRIBUTES = new Set(['external_id', 'user_alias', 'service_id', 'braze_id', ...Object.keys(AttributesBefore), ...Object.keys(AttributesAfter)])
 
-export function parseAttributes(raw: unknown, index: number): AttributeOp {
+/**
+ * Names the reference reserves that an attributes object does not set: the columns of its CSV
+ * import that name an alias (the API sends user_alias), and a profile field it removed. Not
+ * stored, neither as fields nor as custom attributes; each is a non-fatal error of its own.
+ */
+const NOT_SET: ReadonlyMap<string, string> = new Map([
+  ['alias_name', 'a column of CSV imports, not a member of an attributes object (send user_alias); not stored'],
+  ['alias_label', 'a column of CSV imports, not a member of an attributes object (send user_alias); not stored'],
+  ['bio', 'no longer a profile field, and not a custom attribute either; not stored'],
+])
+
+/**
+ * An attributes object's job. A member that is refused alone (a standard field checked `alone`, a
+ * nested value over its size limit, a reserved name) is left out, its message added to `dropped`:
+ * a non-fatal error of its own while the rest of the object applies. Anything else refused
+ * throws a FieldError, refusing the object.
+ */
+export function parseAttributes(raw: unknown, index: number, dropped: string[] = []): AttributeOp {
   const at = `attributes[${index}]`
   const obj = asObject(raw, at)
   const { push_token_import: pushTokenImport, push_tokens: pushTokens } = checkAttributesBefore(obj, at)
   let identifier: Identifier | undefined
   if (pushTokenImport) {
-    if (obj.external_id !== undefined || obj.service_id !== undefined) {
+    if (obj.external_id !== undefined || obj.service_id !== undefined || obj.braze_id !== undefined) {
       throw new FieldError(`${at}: with push_token_import, do not send external_id or service_id`)
     }
     if (pushTokens.length === 0) throw new FieldError(`${at}.push_tokens: push_token_import needs at least one push token`)
@@ -94,29 +118,58 @@ export function parseAttributes(raw: unknown, index: number): AttributeOp {
   }
   if (obj.external_id === null) throw new FieldError(`${at}.external_id: cannot be removed once added`)
   if (obj.user_alias === null) throw new FieldError(`${at}.user_alias: cannot be removed once added`)
-  const fields: StandardFields = {}
+  const fields: Record<string, unknown> = {}
   const custom: Record<string, unknown> = {}
   for (const name in obj) {
     if (NOT_ATTRIBUTES.has(name)) continue
     const value = obj[name]
-    if (SettableFieldRules.has(name)) {
+    const rule = SettableFieldRules.get(name)
+    if (rule) {
       // The identifying email/phone is already normalized; as a field it is set the same way.
-      fields[name as SettableField] = standardField(name as SettableField, value, `${at}.${name}`)
+      if (!rule.alone) fields[rule.field] = standardField(name, value, `${at}.${name}`)
+      else {
+        try {
+          fields[rule.field] = standardField(name, value, `${at}.${name}`)
+        } catch (e) {
+          if (!(e instanceof FieldError)) throw e
+          dropped.push(e.message)
+        }
+      }
+    } else if (NOT_SET.has(name)) {
+      dropped.push(`${at}.${name}: ${NOT_SET.get(name)}`)
     } else {
-      custom[name] = customAttribute(name, value, `${at}.${name}`)
+      const checked = customAttribute(name, value, `${at}.${name}`)
+      // Only objects and arrays can be nested values; most values are neither.
+      const oversize = typeof value === 'object' && value !== null ? nestedSizeProblem(value) : undefined
+      if (oversize) dropped.push(`${at}.${name}: ${oversize}`)
+      else custom[name] = checked
     }
   }
   const after = checkAttributesAfter(obj, at)
-  const op: AttributeOp = { index, identifier, updateExistingOnly: after._update_existing_only, fields, custom }
+  const op: AttributeOp = { index, identifier, updateExistingOnly: after._update_existing_only, fields: fields as StandardFields, custom }
   // Members holding nothing stay out of the job's payload (track-jobs.ts).
+  if (after._merge_objects) op.mergeObjects = true
   if (pushTokenImport) op.pushTokenImport = true
   if (pushTokens.length) op.pushTokens = pushTokens
   if (after.subscription_groups.length) op.subscriptionGroups = after.subscription_groups
   return op
 }
 
-/** What an event and a purchase share after their identifier: in which app, when, and what else was said. */
-const Occurrence = { app_id: optionalString, time: timestamp, properties: propertiesMember }
+/**
+ * What an event and a purchase share after their identifier: in which app, when, what else was
+ * said, and whether it may only go to a user who exists already (as the attributes object's flag:
+ * true never creates a profile, false may create one for any identifier but service_id, absent
+ * creates one for an external_id, email or phone).
+ */
+const Occurrence = {
+  app_id: optionalString,
+  time: timestamp,
+  properties: propertiesMember,
+  _update_existing_only: {
+    parse: optionalBoolean.parse,
+    doc: optionalBoolean.doc.describe('true: applied only to a user who exists; for an unknown user it is skipped (a non-fatal error of the request), never creating one'),
+  } satisfies Member<boolean | undefined>,
+}
 
 /** An occurrence names its user by email or phone only when it names no external_id, user_alias or service_id (then they are ignored). */
 const OccurrenceAddresses = { email: z.string().nullable().optional(), phone: z.string().nullable().optional() }

@@ -1,10 +1,11 @@
 import { z } from 'zod'
 import { isStoredTime } from '../queue/track-jobs.js'
 import { customAttributeProblem, isPlainObject } from './attributes.js'
+import { countryOf } from './countries.js'
 import { emailProblem, normalizeEmail } from './email.js'
 import type { Identifier } from './identifiers.js'
 import { toE164 } from './phone.js'
-import { SettableFieldRules, type FieldRule, type SettableField } from './profile-fields.js'
+import { SettableFieldRules, type FieldRule, type ProfileFieldValue } from './profile-fields.js'
 
 /** A problem with one field of one object; the message names the field. */
 export class FieldError extends Error {}
@@ -217,23 +218,33 @@ const userAlias: Member<z.infer<typeof UserAlias>> = {
 }
 
 /** How the document shows the members that may name the user (identifierOf picks one); email and phone are documented with each object. */
-export const IdentifyingDocs = { external_id: idString.doc.optional(), user_alias: userAlias.doc.optional(), service_id: idString.doc.optional() }
+export const IdentifyingDocs = {
+  external_id: idString.doc.optional(),
+  user_alias: userAlias.doc.optional(),
+  service_id: idString.doc.optional(),
+  braze_id: idString.doc.optional().describe("service_id as the reference's senders spell it"),
+}
 
-const PRIMARY_IDENTIFIERS = ['external_id', 'user_alias', 'service_id'] as const
+/** `braze_id` is the reference's name of service_id, which its senders (a CDP's destination) send as it is. */
+const PRIMARY_IDENTIFIERS = ['external_id', 'user_alias', 'service_id', 'braze_id'] as const
 
 /**
- * The identifier of a track object: exactly one of external_id, user_alias, service_id; or
- * else email, then phone (which are also profile fields when another identifier is present).
+ * The identifier of a track object: exactly one of external_id, user_alias, service_id (or
+ * braze_id); or else email, then phone (which are also profile fields when another identifier is
+ * present).
  */
 export function identifierOf(obj: Record<string, unknown>, prefix: string): Identifier {
   // Counted before any list is built: this runs for every object of every request.
-  if ((obj.external_id !== undefined ? 1 : 0) + (obj.user_alias !== undefined ? 1 : 0) + (obj.service_id !== undefined ? 1 : 0) > 1) {
+  const primaries =
+    (obj.external_id !== undefined ? 1 : 0) + (obj.user_alias !== undefined ? 1 : 0) + (obj.service_id !== undefined ? 1 : 0) + (obj.braze_id !== undefined ? 1 : 0)
+  if (primaries > 1) {
     const primary = PRIMARY_IDENTIFIERS.filter((k) => obj[k] !== undefined)
     throw new FieldError(`${prefix}: send exactly one of external_id, user_alias, service_id (got ${primary.join(', ')})`)
   }
   if (obj.external_id !== undefined) return { kind: 'external_id', value: idString.parse(obj.external_id, `${prefix}.external_id`) }
   if (obj.user_alias !== undefined) return { kind: 'user_alias', ...userAlias.parse(obj.user_alias, `${prefix}.user_alias`) }
   if (obj.service_id !== undefined) return { kind: 'service_id', value: idString.parse(obj.service_id, `${prefix}.service_id`) }
+  if (obj.braze_id !== undefined) return { kind: 'service_id', value: idString.parse(obj.braze_id, `${prefix}.braze_id`) }
   if (obj.email !== undefined && obj.email !== null) return { kind: 'email', value: parseEmail(obj.email, `${prefix}.email`) }
   if (obj.phone !== undefined && obj.phone !== null) return { kind: 'phone', value: parsePhone(obj.phone, `${prefix}.phone`) }
   throw new FieldError(`${prefix}: one of external_id, user_alias, service_id, email or phone is required to identify the user`)
@@ -259,50 +270,75 @@ function validTimeZone(tz: string): boolean {
 const DATE = /^\d{4}-\d{2}-\d{2}$/
 const TWO_LETTERS = /^[A-Za-z]{2}$/
 
+function parseDate(value: string, field: string): string {
+  if (!DATE.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`))) throw new FieldError(`${field}: must be a date YYYY-MM-DD`)
+  return value
+}
+
+const URL_MAX = 2048
+const LONGITUDE = z.number().min(-180).max(180)
+const LATITUDE = z.number().min(-90).max(90)
+const Location = z.object({ longitude: LONGITUDE, latitude: LATITUDE }).strict()
+const Count = z.number().int().min(0)
+/** The reference's hashes of social profile data; the X (Twitter) id as a number or the string some senders make of it. */
+const Social = {
+  facebook: z.object({ id: z.string().max(255), likes: z.array(z.string().max(255)).max(1000), num_friends: Count }).partial().strict(),
+  twitter: z
+    .object({ id: z.union([z.number().int(), z.string().max(255)]), screen_name: z.string().max(255), followers_count: Count, friends_count: Count, statuses_count: Count })
+    .partial()
+    .strict(),
+}
+
+/** The first issue of a zod check of a field's value, as a FieldError naming the member. */
+function zodProblem(field: string, issue: z.core.$ZodIssue): FieldError {
+  const where = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('')
+  return new FieldError(`${field}${where}: ${issue.message}`)
+}
+
 /**
- * Each kind of FieldRule (profile-fields.ts): how a string value is checked and normalized, and
- * how the document shows it (`note`: its description there).
+ * Each kind of FieldRule (profile-fields.ts): the JSON type its value is sent as (`input`, a string
+ * unless told), how it is checked and normalized, what null stores (`cleared`, null unless told),
+ * and how the document shows it (`note`: its description there).
  */
 type RuleKind<R extends FieldRule> = {
-  check(rule: R, value: string, field: string, nullable: boolean): string
+  input?: 'boolean' | 'object'
+  check(rule: R, value: never, field: string, nullable: boolean): ProfileFieldValue
+  cleared?: ProfileFieldValue
   doc(rule: R): z.ZodType
   note?(rule: R): string
 }
 const RuleKinds: { [K in FieldRule['kind']]: RuleKind<Extract<FieldRule, { kind: K }>> } = {
   text: {
-    check(_, value, field) {
+    check(_, value: string, field) {
       if (value.length > 10_000) throw new FieldError(`${field}: must be at most 10000 characters`)
       return value
     },
     doc: () => z.string().max(10_000),
   },
   email: {
-    check: (_, value, field) => parseEmail(value, field),
+    check: (_, value: string, field) => parseEmail(value, field),
     doc: () => z.string(),
     note: () => 'an email address of at most 254 characters; null clears it',
   },
   phone: {
-    check: (_, value, field) => parsePhone(value, field),
+    check: (_, value: string, field) => parsePhone(value, field),
     doc: () => z.string(),
     note: () => 'a phone number with its country code (E.164); null clears it',
   },
   date: {
-    check(_, value, field) {
-      if (!DATE.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`))) throw new FieldError(`${field}: must be a date YYYY-MM-DD`)
-      return value
-    },
+    check: (_, value: string, field) => parseDate(value, field),
     doc: () => z.string().regex(DATE),
   },
   timeZone: {
-    check(_, value, field) {
-      if (!validTimeZone(value)) throw new FieldError(`${field}: must be an IANA time zone such as America/New_York`)
+    check(_, value: string, field) {
+      if (!validTimeZone(value)) throw new FieldError(`${field}: must be an IANA time zone such as America/New_York. Not stored`)
       return value
     },
     doc: () => z.string(),
     note: () => 'an IANA time zone such as America/New_York',
   },
   code: {
-    check(rule, value, field) {
+    check(rule, value: string, field) {
       if (!TWO_LETTERS.test(value)) throw new FieldError(`${field}: must be an ${rule.standard} code`)
       return rule.letterCase === 'upper' ? value.toUpperCase() : value.toLowerCase()
     },
@@ -310,7 +346,7 @@ const RuleKinds: { [K in FieldRule['kind']]: RuleKind<Extract<FieldRule, { kind:
     note: (rule) => rule.standard,
   },
   oneOf: {
-    check(rule, value, field, nullable) {
+    check(rule, value: string, field, nullable) {
       const v = rule.upperCase ? value.toUpperCase() : value
       if (!rule.values.includes(v)) throw new FieldError(`${field}: must be one of ${rule.values.join(', ')}${nullable ? ' or null' : ''}`)
       return v
@@ -320,26 +356,94 @@ const RuleKinds: { [K in FieldRule['kind']]: RuleKind<Extract<FieldRule, { kind:
         ? z.string().regex(new RegExp(`^(${[...rule.values, ...rule.values.map((v) => v.toLowerCase())].join('|')})$`))
         : z.enum(rule.values as [string, ...string[]]),
   },
+  country: {
+    check(_, value: string, field) {
+      const match = countryOf(value)
+      if (match && 'code' in match) return match.code
+      if (match) throw new FieldError(`${field}: names more than one country (${match.ambiguous.join(', ')}); send its ISO 3166-1 alpha-2 code. Not stored`)
+      throw new FieldError(`${field}: must be an ISO 3166-1 alpha-2 code, or a country's English name or alpha-3 code. Not stored`)
+    },
+    doc: () => z.string(),
+    note: () => "ISO 3166-1 alpha-2, stored upper case; a country's English name or alias (United States, UK) or alpha-3 code is mapped to it",
+  },
+  url: {
+    check(_, value: string, field) {
+      const url = value.length <= URL_MAX && URL.canParse(value) ? new URL(value) : undefined
+      if (url?.protocol !== 'http:' && url?.protocol !== 'https:') throw new FieldError(`${field}: must be an absolute http or https URL of at most ${URL_MAX} characters`)
+      return value
+    },
+    doc: () => z.string().max(URL_MAX),
+    note: () => 'an absolute http or https URL',
+  },
+  time: {
+    check: (_, value: string, field) => (DATE.test(value) ? `${parseDate(value, field)}T00:00:00.000Z` : parseTime(value, field)),
+    doc: () => z.string(),
+    note: () => 'ISO 8601 with an offset or Z (a date alone: its midnight UTC), stored in UTC',
+  },
+  flag: {
+    input: 'boolean',
+    check: (_, value: boolean) => value,
+    cleared: false,
+    doc: () => z.boolean(),
+    note: () => 'null clears it (false)',
+  },
+  coordinates: {
+    input: 'object',
+    check(_, value: object, field) {
+      const r = Location.safeParse(value)
+      if (!r.success) throw new FieldError(`${field}: must be {longitude, latitude}, numbers from -180 to 180 and from -90 to 90. Not stored`)
+      return [r.data.longitude, r.data.latitude]
+    },
+    doc: () => Location,
+    note: () => 'stored as last_coordinates [longitude, latitude]',
+  },
+  social: {
+    input: 'object',
+    check(rule, value: object, field) {
+      const r = Social[rule.network].safeParse(value)
+      if (!r.success) throw zodProblem(field, r.error.issues[0])
+      return r.data
+    },
+    doc: (rule) => Social[rule.network],
+  },
 }
 const kindOf = (rule: FieldRule) => RuleKinds[rule.kind] as RuleKind<FieldRule>
 
-/** A profile field an attributes object sets: checked and normalized by its rule; `null` clears it where it may be cleared. */
-export function standardField(name: SettableField, value: unknown, field: string): string | null {
-  const rule = SettableFieldRules.get(name)!
+const INPUT_CHECKS = {
+  string: (v: unknown) => typeof v === 'string',
+  boolean: (v: unknown) => typeof v === 'boolean',
+  object: isPlainObject,
+}
+const INPUT_NAMES = { string: 'a string', boolean: 'true, false', object: 'an object' }
+
+/**
+ * A profile field an attributes object sets, by its `member` (the field's name unless the table
+ * says otherwise): checked and normalized by its rule; `null` clears it where it may be cleared.
+ */
+export function standardField(member: string, value: unknown, field: string): ProfileFieldValue | null {
+  const rule = SettableFieldRules.get(member)!
+  const kind = kindOf(rule)
   if (value === null) {
     if (rule.notNull) throw new FieldError(`${field}: cannot be null`)
-    return null
+    return kind.cleared ?? null
   }
-  if (typeof value !== 'string') throw new FieldError(`${field}: must be a string or null`)
-  return kindOf(rule).check(rule, value, field, !rule.notNull)
+  const input = kind.input ?? 'string'
+  if (!INPUT_CHECKS[input](value)) throw new FieldError(`${field}: must be ${INPUT_NAMES[input]} or null`)
+  return kind.check(rule, value as never, field, !rule.notNull)
 }
 
-/** The document's schema of each settable profile field, from the same rules. */
+/**
+ * The document's schema of each settable profile field, by member, from the same rules. A field
+ * checked `alone` takes any value (a bad one is a non-fatal error of its own), which its
+ * description says.
+ */
 export const StandardFieldDocs: Record<string, z.ZodType> = Object.fromEntries(
-  [...SettableFieldRules].map(([name, rule]) => {
+  [...SettableFieldRules].map(([member, rule]) => {
     const kind = kindOf(rule)
-    const schema = (rule.notNull ? kind.doc(rule) : kind.doc(rule).nullable()).optional()
-    return [name, kind.note ? schema.describe(kind.note(rule)) : schema]
+    const valid = rule.notNull ? kind.doc(rule) : kind.doc(rule).nullable()
+    const schema = (rule.alone ? z.union([valid, z.unknown()]) : valid).optional()
+    const notes = [kind.note?.(rule), rule.alone && 'another value is a non-fatal error of this field alone, and the rest of the object applies'].filter(Boolean)
+    return [member, notes.length ? schema.describe(notes.join('; ')) : schema]
   }),
 )
 
@@ -360,6 +464,17 @@ export const CustomAttributeDoc = z
     z.array(z.unknown()),
     z.object({ inc: z.number().int() }).strict(),
     z.object({ add: z.array(z.unknown()).optional(), remove: z.array(z.unknown()).optional() }).strict(),
+    z
+      .object({
+        $add: z.array(z.record(z.string(), z.unknown())).optional(),
+        $update: z.array(z.object({ $identifier_key: z.string().min(1).max(255), $identifier_value: z.union([z.string(), z.number(), z.boolean()]), $new_object: z.record(z.string(), z.unknown()) }).strict()).optional(),
+        $remove: z.array(z.object({ $identifier_key: z.string().min(1).max(255), $identifier_value: z.union([z.string(), z.number(), z.boolean()]) }).strict()).optional(),
+      })
+      .strict(),
     z.record(z.string(), z.unknown()),
   ])
-  .describe('A custom attribute (name of 1 to 255 characters): a value, an array, {inc: n} to add to a number, {add, remove} to edit an array, an object, or null to remove it.')
+  .describe(
+    'A custom attribute (name of 1 to 255 characters): a value, an array, {inc: n} to add to a number, {add, remove} to edit an array, ' +
+      '{$add, $update, $remove} to edit an array of objects by an item member ($identifier_key) and its value ($identifier_value), an object ' +
+      '(deep-merged into the one stored with _merge_objects), or null to remove it. An object or array of objects is at most 100 KB of JSON.',
+  )

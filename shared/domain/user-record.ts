@@ -1,5 +1,5 @@
 import type { ProfileRow } from '../db/repositories/profile-repository.js'
-import { ProfileFieldNames, type ProfileFieldName } from './profile-fields.js'
+import { ProfileFieldNames, isUnset, type ProfileFieldValues } from './profile-fields.js'
 
 /**
  * The exported user record of interface.md 2.4, with all-time summaries, projected for output:
@@ -14,7 +14,7 @@ export interface EventSummary {
 }
 
 /** The profile fields (profile-fields.ts) are members too, each left out when not set. */
-export interface UserRecord extends Partial<Record<ProfileFieldName, string>> {
+export interface UserRecord extends Partial<{ [F in keyof ProfileFieldValues]: Exclude<ProfileFieldValues[F], null> }> {
   created_at: string
   external_id?: string
   user_aliases?: { alias_name: string; alias_label: string }[]
@@ -37,13 +37,15 @@ export type StoredRecord = Omit<UserRecord, 'custom_events' | 'purchases'>
 /** The summary of one event name or product id, as read from the event history. */
 export type KindedSummary = EventSummary & { kind: 'event' | 'purchase' }
 
-/** Field names `fields_to_export` accepts (interface.md 2.4, plus the subscription fields we keep). */
+/** Field names `fields_to_export` accepts (interface.md 2.4, plus the subscription fields we keep and the reference's other standard fields, docs/track.md). */
 export const ExportableFields = [
   'apps', 'attributed_campaign', 'attributed_source', 'attributed_adgroup', 'attributed_ad', 'service_id', 'country',
   'created_at', 'custom_attributes', 'custom_events', 'devices', 'dob', 'email', 'external_id', 'first_name', 'gender',
   'home_city', 'language', 'last_coordinates', 'last_name', 'phone', 'purchases', 'push_tokens', 'random_bucket',
   'time_zone', 'total_revenue', 'uninstalled_at', 'user_aliases', 'campaigns_received', 'canvases_received',
   'email_subscribe', 'push_subscribe', 'push_opted_in_at', 'subscription_groups',
+  'image_url', 'date_of_first_session', 'date_of_last_session', 'marked_email_as_spam_at', 'email_open_tracking_disabled',
+  'email_click_tracking_disabled', 'facebook', 'twitter',
 ] as const
 
 const WINDOW_MS = 90 * 24 * 3600 * 1000
@@ -106,7 +108,7 @@ export function storedRecordOf(p: ProfileRow, parts: ProfileParts): StoredRecord
   const record: StoredRecord = { created_at: p.created_at, service_id: p.service_id, random_bucket: p.random_bucket }
   if (p.external_id !== null) record.external_id = p.external_id
   if (parts.aliases.length) record.user_aliases = parts.aliases
-  for (const f of ProfileFieldNames) if (p[f] !== null) record[f] = p[f]!
+  for (const f of ProfileFieldNames) if (!isUnset(p[f])) (record as Record<string, unknown>)[f] = p[f]
   if (Object.keys(p.custom_attributes).length) record.custom_attributes = p.custom_attributes
   if (parts.tokens.length) {
     record.push_tokens = parts.tokens.map((t) => ({

@@ -1,15 +1,23 @@
 import { z } from 'zod'
 import { Identifier, IdentifierByKind } from '../domain/identifiers.js'
-import { SettableFields, type SettableField } from '../domain/profile-fields.js'
+import { ProfileFields, type ProfileFieldValues, type SettableField } from '../domain/profile-fields.js'
 
 /** Track work is spread over partition queues `track-0..N-1`, each one job at a time. */
 export const trackQueueName = (partition: number) => `track-${partition}`
 export const isTrackQueue = (name: string) => name.startsWith('track-')
 
+/** A field's value as its column's type holds it. */
+const FIELD_VALUES = {
+  text: z.string(),
+  timestamptz: z.string(),
+  boolean: z.boolean(),
+  jsonb: z.union([z.tuple([z.number(), z.number()]), z.record(z.string(), z.unknown())]),
+}
+
 /** The profile fields an attributes object sets, checked and normalized (null clears one). */
 export const StandardFields = z.object(
-  Object.fromEntries(SettableFields.map((name) => [name, z.string().nullable().optional()])) as Record<SettableField, z.ZodOptional<z.ZodNullable<z.ZodString>>>,
-)
+  Object.fromEntries(ProfileFields.flatMap((f) => ('track' in f ? [[f.name, FIELD_VALUES[f.sql].nullable().optional()]] : []))),
+) as unknown as z.ZodType<{ [F in SettableField]?: ProfileFieldValues[F] | null }>
 export type StandardFields = z.infer<typeof StandardFields>
 
 /** A push token an attributes object sets on its profile. */
@@ -27,8 +35,10 @@ export const AttributeOp = z.object({
   // request's jobs, written, stored and parsed for no effect); pushTokensOf and subscriptionGroupsOf read them.
   pushTokenImport: z.boolean().optional(),
   fields: StandardFields,
-  /** Custom attribute name -> raw value form (plain, array, {inc}, {add,remove}, null). */
+  /** Custom attribute name -> raw value form (plain, array, object, {inc}, {add,remove}, {$add,$update,$remove}, null: shared/domain/attributes.ts). */
   custom: z.record(z.string(), z.unknown()),
+  /** `_merge_objects`: objects deep-merge into those stored; left out when false. */
+  mergeObjects: z.boolean().optional(),
   pushTokens: z.array(PushTokenOp).optional(),
   subscriptionGroups: z.array(GroupStateOp).optional(),
 })
@@ -59,6 +69,8 @@ const Occurrence = {
   time: z.string(),
   /** The properties' JSON text; an object in jobs an API queued before it sent the text (propertiesTextOf). */
   properties: z.union([z.string(), z.record(z.string(), z.unknown())]),
+  /** `_update_existing_only` as sent (absent in the payload when not sent): true applies it to an existing user only. */
+  _update_existing_only: z.boolean().optional(),
 }
 
 /** An occurrence's properties as the event history stores them: JSON text. */

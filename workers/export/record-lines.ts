@@ -8,7 +8,7 @@ import { projectRecord, withSummaries, type KindedSummary, type Projection, type
  * profile field among them): no subscription group, campaign, canvas, card or uninstall fields.
  */
 export const GlobalControlGroupFields: readonly string[] = [
-  'created_at', 'external_id', 'user_aliases', 'service_id', 'random_bucket', ...ProfileFieldNames, 'last_coordinates',
+  'created_at', 'external_id', 'user_aliases', 'service_id', 'random_bucket', ...ProfileFieldNames,
   'total_revenue', 'attributed_campaign', 'attributed_source', 'attributed_adgroup', 'attributed_ad', 'custom_attributes',
   'custom_events', 'purchases', 'devices', 'push_tokens', 'apps',
 ]

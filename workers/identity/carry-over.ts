@@ -1,5 +1,5 @@
 import type { ProfileRow } from '../../shared/db/repositories/profile-repository.js'
-import { ProfileFields } from '../../shared/domain/profile-fields.js'
+import { ProfileFields, isUnset } from '../../shared/domain/profile-fields.js'
 
 /**
  * Fills the kept profile from the merged one, in memory (interface.md 4.2): every profile field
@@ -11,8 +11,8 @@ import { ProfileFields } from '../../shared/domain/profile-fields.js'
 export function carryOver(kept: ProfileRow, merged: ProfileRow): { addressCarried: boolean } {
   const addressCarried = (kept.email === null && merged.email !== null) || (kept.phone === null && merged.phone !== null)
   // Chosen on the kept profile as it was: a field that follows another (push_opted_in_at) comes with it.
-  const carried = ProfileFields.filter((f) => ('follows' in f ? kept[f.follows] === null && merged[f.follows] !== null : kept[f.name] === null))
-  for (const f of carried) kept[f.name] = merged[f.name]
+  const carried = ProfileFields.filter((f) => ('follows' in f ? isUnset(kept[f.follows]) && !isUnset(merged[f.follows]) : isUnset(kept[f.name])))
+  for (const f of carried) (kept as unknown as Record<string, unknown>)[f.name] = merged[f.name]
   kept.custom_attributes = { ...merged.custom_attributes, ...kept.custom_attributes }
   if (kept.external_id === null) kept.external_id = merged.external_id
   // A temporary push-import profile that absorbs a real user is no longer temporary.

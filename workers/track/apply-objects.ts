@@ -2,14 +2,14 @@ import type { ProfileKeys, ProfileRow, UpdatedColumn } from '../../shared/db/rep
 import { FollowersOf } from '../../shared/domain/profile-fields.js'
 import type { ProfileSubscription } from '../../shared/db/repositories/profile-subscription-repository.js'
 import type { PushTokenRow } from '../../shared/db/repositories/push-token-repository.js'
-import { applyCustomAttribute } from '../../shared/domain/attributes.js'
+import { applyCustomAttribute, type AttributeProblem } from '../../shared/domain/attributes.js'
 import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
 import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
 import { isStoredTime, pushTokensOf, subscriptionGroupsOf, type AttributeOp, type EventOp, type PurchaseOp, type TrackJob } from '../../shared/queue/track-jobs.js'
 import type { ProfileIndex } from './profile-index.js'
 
-/** A track object the worker could not apply; the rest of its request is applied. */
-export type TrackApplyError = ObjectError<'user_not_found' | 'unknown_subscription_group', TrackInputArray>
+/** A track object, or a part of one, the worker could not apply; the rest of its request is applied. */
+export type TrackApplyError = ObjectError<'user_not_found' | 'unknown_subscription_group' | AttributeProblem['type'], TrackInputArray>
 
 /** A job of a batch, named by its ledger key. */
 export interface KeyedTrackJob {
@@ -93,11 +93,15 @@ export function applyAttributes(batch: TrackBatch, profile: ProfileRow, op: Attr
   // for...in, not Object.entries: an entry array per field of every object was a thirtieth of what the worker allocated.
   for (const field in op.fields) {
     const value = op.fields[field as keyof typeof op.fields]
-    if (field === 'email' || field === 'phone') batch.profiles.setAddress(profile, field, value ?? null)
+    if (field === 'email' || field === 'phone') batch.profiles.setAddress(profile, field, (value as string | null | undefined) ?? null)
     else (profile as unknown as Record<string, unknown>)[field] = value
   }
   if (op.fields.push_subscribe === 'opted_in' && pushSubscribeBefore !== 'opted_in') profile.push_opted_in_at = batch.now
-  for (const name in op.custom) applyCustomAttribute(profile.custom_attributes, name, op.custom[name])
+  const merge = op.mergeObjects === true
+  for (const name in op.custom) {
+    const problem = applyCustomAttribute(profile.custom_attributes, name, op.custom[name], merge)
+    if (problem) errors.push({ ...problem, input_array: 'attributes', index: op.index })
+  }
   for (const t of pushTokensOf(op)) {
     const key = tokenKey(t.app_id, t.token)
     const owner = batch.tokenWrites.get(key)?.profile_id ?? batch.tokenOwners.get(key)?.profile_id
@@ -163,7 +167,7 @@ export function applyJobs(batch: TrackBatch, jobs: KeyedTrackJob[]): { owners: M
     const jobOwners: (number | null)[] = []
     // An occurrence changes no row: its owner goes to ClickHouse with it, and its profile becomes the most recent.
     const applyOccurrence = (op: EventOp | PurchaseOp, input_array: 'events' | 'purchases') => {
-      const profile = resolveProfile(batch, op.identifier, undefined, { input_array, index: op.index }, errors)
+      const profile = resolveProfile(batch, op.identifier, op._update_existing_only, { input_array, index: op.index }, errors)
       jobOwners.push(profile?.id ?? null)
       if (profile) batch.profiles.addOccurrence(profile)
     }

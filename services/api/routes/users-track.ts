@@ -33,8 +33,11 @@ const TrackBody = trackBody({ attributes: z.unknown(), events: z.unknown(), purc
 /** The same body as documented: each object with its schema, which accepts what its parser accepts. */
 const TrackBodyDocument = trackBody({ attributes: AttributeObject, events: EventObject, purchases: PurchaseObject })
 
-/** A track object refused while validating; the rest of its request goes ahead. */
-type TrackError = ObjectError<'invalid_object', TrackInputArray>
+/**
+ * A track object refused while validating (`invalid_object`), or one of its members refused alone
+ * (`invalid_field`: the rest of the object applies); the rest of its request goes ahead.
+ */
+type TrackError = ObjectError<'invalid_object' | 'invalid_field', TrackInputArray>
 
 /** A full backlog answers 429 with a Retry-After; nothing was enqueued. */
 function backlogFull(e: BacklogFullError, res: Response, deps: TrackDeps): ApiError {
@@ -51,9 +54,19 @@ function fatal(message: string): ApiError {
   return new ApiError(400, 'bad_request', message, { errors: [message] })
 }
 
-/** Parses each object on its own: a bad one becomes a non-fatal error, the rest go ahead. */
-function parseEach<T>(list: unknown[] | undefined, inputArray: TrackInputArray, parse: (raw: unknown, i: number) => T, errors: TrackError[], texts: boolean): T[] {
+/**
+ * Parses each object on its own: a bad one becomes a non-fatal error, the rest go ahead. A parser
+ * may also leave out members refused alone (`dropped`), each a non-fatal error of its own.
+ */
+function parseEach<T>(
+  list: unknown[] | undefined,
+  inputArray: TrackInputArray,
+  parse: (raw: unknown, i: number, dropped: string[]) => T,
+  errors: TrackError[],
+  texts: boolean,
+): T[] {
   const out: T[] = []
+  const dropped: string[] = []
   ;(list ?? []).forEach((raw, i) => {
     try {
       const problem = jsonProblem(raw, texts)
@@ -61,8 +74,11 @@ function parseEach<T>(list: unknown[] | undefined, inputArray: TrackInputArray, 
         const where = problem.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('')
         throw new FieldError(`${inputArray}[${i}]${where}: ${problem.message}`)
       }
-      out.push(parse(raw, i))
+      out.push(parse(raw, i, dropped))
+      for (const message of dropped) errors.push({ type: 'invalid_field', input_array: inputArray, index: i, message })
+      dropped.length = 0
     } catch (e) {
+      dropped.length = 0
       if (!(e instanceof FieldError)) throw e
       errors.push({ type: 'invalid_object', input_array: inputArray, index: i, message: e.message })
     }

@@ -87,6 +87,87 @@ describe('attributes objects', () => {
     expect(parseAttributes({ user_alias: { alias_name: 'n', alias_label: 'l' } }, 0).identifier).toEqual({ kind: 'user_alias', alias_name: 'n', alias_label: 'l' })
   })
 
+  it('maps a country\'s English name, alias or alpha-3 code to its alpha-2 code', () => {
+    const country = (value: string) => parseAttributes({ external_id: 'u1', country: value }, 0).fields.country
+    expect(['United States', 'united states of america', 'USA', 'us', 'UK', 'Great Britain', 'deu', "Côte d'Ivoire", 'The Netherlands'].map(country)).toEqual([
+      'US', 'US', 'US', 'US', 'GB', 'GB', 'DE', 'CI', 'NL',
+    ])
+  })
+
+  it('leaves out alone, with a message each, a country it cannot map, a bad current_location or time zone and the names it does not set; the rest applies', () => {
+    const dropped: string[] = []
+    const op = parseAttributes(
+      { external_id: 'u1', country: 'Congo', current_location: { latitude: 40.7 }, time_zone: 'Eastern Time (US & Canada)', alias_name: 'a', bio: 'b', first_name: 'Ann', plan: 'gold' },
+      3,
+      dropped,
+    )
+    expect(op.fields).toEqual({ first_name: 'Ann' })
+    expect(op.custom).toEqual({ plan: 'gold' })
+    expect(dropped).toEqual([
+      'attributes[3].country: names more than one country (CD, CG); send its ISO 3166-1 alpha-2 code. Not stored',
+      'attributes[3].current_location: must be {longitude, latitude}, numbers from -180 to 180 and from -90 to 90. Not stored',
+      'attributes[3].time_zone: must be an IANA time zone such as America/New_York. Not stored',
+      'attributes[3].alias_name: a column of CSV imports, not a member of an attributes object (send user_alias); not stored',
+      'attributes[3].bio: no longer a profile field, and not a custom attribute either; not stored',
+    ])
+    const unknown: string[] = []
+    expect(parseAttributes({ external_id: 'u1', country: 'Atlantis' }, 0, unknown).fields).toEqual({})
+    expect(unknown).toEqual(["attributes[0].country: must be an ISO 3166-1 alpha-2 code, or a country's English name or alpha-3 code. Not stored"])
+  })
+
+  it('sets the reference\'s other standard fields as fields, not custom attributes', () => {
+    const op = parseAttributes(
+      {
+        braze_id: 'b1',
+        current_location: { longitude: -73.991443, latitude: 40.753824 },
+        image_url: 'https://example.com/a.png',
+        date_of_first_session: '2024-05-01T14:00:00+02:00',
+        date_of_last_session: '2024-06-01',
+        marked_email_as_spam_at: null,
+        email_open_tracking_disabled: true,
+        email_click_tracking_disabled: null,
+        facebook: { id: 'f1', likes: ['a'], num_friends: 3 },
+        twitter: { id: '123', screen_name: 'ann', followers_count: 2 },
+        _merge_objects: true,
+      },
+      0,
+    )
+    expect(op).toEqual({
+      index: 0,
+      identifier: { kind: 'service_id', value: 'b1' },
+      updateExistingOnly: undefined,
+      mergeObjects: true,
+      fields: {
+        last_coordinates: [-73.991443, 40.753824],
+        image_url: 'https://example.com/a.png',
+        date_of_first_session: '2024-05-01T12:00:00.000Z',
+        date_of_last_session: '2024-06-01T00:00:00.000Z',
+        marked_email_as_spam_at: null,
+        email_open_tracking_disabled: true,
+        email_click_tracking_disabled: false,
+        facebook: { id: 'f1', likes: ['a'], num_friends: 3 },
+        twitter: { id: '123', screen_name: 'ann', followers_count: 2 },
+      },
+      custom: {},
+    })
+  })
+
+  it('keeps edits of arrays of objects and nested objects as sent, leaving one over the size limit out alone', () => {
+    const edit = {
+      $add: [{ id: 3, name: 'Doug' }],
+      $update: [{ $identifier_key: 'id', $identifier_value: 4, $new_object: { breed: 'goldfish' } }],
+      $remove: [{ $identifier_key: 'type', $identifier_value: 'dog' }],
+    }
+    const dropped: string[] = []
+    const big = [{ blob: 'x'.repeat(100 * 1024) }]
+    const op = parseAttributes({ external_id: 'u1', pets: edit, song: { name: 'Solea', plays: { count: 3 } }, big, bigger: { $add: big }, tags: ['x'.repeat(200 * 1024)] }, 0, dropped)
+    expect(op.custom).toEqual({ pets: edit, song: { name: 'Solea', plays: { count: 3 } }, tags: ['x'.repeat(200 * 1024)] })
+    expect(dropped).toEqual([
+      'attributes[0].big: is larger than 100 KB (102400 bytes of JSON), the limit of a nested value; not stored',
+      'attributes[0].bigger: is larger than 100 KB (102400 bytes of JSON), the limit of a nested value; not stored',
+    ])
+  })
+
   it('imports push tokens without an identifier', () => {
     const op = parseAttributes({ push_token_import: true, push_tokens: [{ app_id: 'app', token: 't1' }] }, 0)
     expect(op).toMatchObject({ identifier: undefined, pushTokenImport: true, pushTokens: [{ app_id: 'app', token: 't1' }] })
@@ -104,8 +185,6 @@ describe('attributes objects', () => {
     ['a bad phone', { external_id: 'u1', phone: '12' }, 'attributes[0].phone: must be a valid phone number with country code (E.164)'],
     ['a bad gender', { external_id: 'u1', gender: 'X' }, 'attributes[0].gender: must be one of M, F, O, N, P or null'],
     ['a bad dob', { external_id: 'u1', dob: '1990-2-28' }, 'attributes[0].dob: must be a date YYYY-MM-DD'],
-    ['a bad country', { external_id: 'u1', country: 'DEU' }, 'attributes[0].country: must be an ISO 3166-1 alpha-2 code'],
-    ['a bad time zone', { external_id: 'u1', time_zone: 'Mars/Olympus' }, 'attributes[0].time_zone: must be an IANA time zone such as America/New_York'],
     ['a null email_subscribe', { external_id: 'u1', email_subscribe: null }, 'attributes[0].email_subscribe: cannot be null'],
     ['a number as a standard field', { external_id: 'u1', first_name: 5 }, 'attributes[0].first_name: must be a string or null'],
     ['an inc that is no integer', { external_id: 'u1', visits: { inc: 1.5 } }, 'attributes[0].visits: inc must be an integer'],
@@ -116,6 +195,23 @@ describe('attributes objects', () => {
     ['a push token import without tokens', { push_token_import: true }, 'attributes[0].push_tokens: push_token_import needs at least one push token'],
     ['a push token without its app', { external_id: 'u1', push_tokens: [{ token: 't' }] }, 'attributes[0].push_tokens[0].app_id: Invalid input: expected string, received undefined'],
     ['an unknown subscription state', { external_id: 'u1', subscription_groups: [{ subscription_group_id: 'g', subscription_state: 'maybe' }] }, 'attributes[0].subscription_groups[0].subscription_state: Invalid option: expected one of "subscribed"|"unsubscribed"'],
+    ['braze_id beside external_id', { external_id: 'u1', braze_id: 'b1' }, 'attributes[0]: send exactly one of external_id, user_alias, service_id (got external_id, braze_id)'],
+    ['an empty braze_id', { braze_id: '' }, 'attributes[0].braze_id: must be a non-empty string'],
+    ['an image_url that is no URL', { external_id: 'u1', image_url: 'avatar.png' }, 'attributes[0].image_url: must be an absolute http or https URL of at most 2048 characters'],
+    ['an image_url of another scheme', { external_id: 'u1', image_url: 'ftp://example.com/a.png' }, 'attributes[0].image_url: must be an absolute http or https URL of at most 2048 characters'],
+    ['a session time that is no time', { external_id: 'u1', date_of_first_session: 'yesterday' }, 'attributes[0].date_of_first_session: must be an ISO 8601 timestamp with an offset or Z, e.g. 2024-05-01T12:00:00Z'],
+    ['a flag sent as a string', { external_id: 'u1', email_open_tracking_disabled: 'true' }, 'attributes[0].email_open_tracking_disabled: must be true, false or null'],
+    ['facebook with a member it has not', { external_id: 'u1', facebook: { id: 'f1', friends: 3 } }, 'attributes[0].facebook: Unrecognized key: "friends"'],
+    ['twitter with a negative count', { external_id: 'u1', twitter: { followers_count: -1 } }, 'attributes[0].twitter.followers_count: Too small: expected number to be >=0'],
+    ['a non-boolean _merge_objects', { external_id: 'u1', _merge_objects: 'yes' }, 'attributes[0]._merge_objects: must be a boolean'],
+    ['$add of plain values', { external_id: 'u1', pets: { $add: ['rex'] } }, 'attributes[0].pets: $add[0] must be an object (add values with add)'],
+    ['$add that is no array', { external_id: 'u1', pets: { $add: { id: 1 } } }, 'attributes[0].pets: $add must be an array'],
+    ['$update without $new_object', { external_id: 'u1', pets: { $update: [{ $identifier_key: 'id', $identifier_value: 1 }] } }, 'attributes[0].pets: $update[0].$new_object must be an object'],
+    ['$remove of an item key with more members', { external_id: 'u1', pets: { $remove: [{ $identifier_key: 'id', $identifier_value: 1, name: 'x' }] } }, 'attributes[0].pets: $remove[0] must be an object {$identifier_key, $identifier_value}, not with name'],
+    ['an $identifier_value that is an object', { external_id: 'u1', pets: { $remove: [{ $identifier_key: 'id', $identifier_value: { n: 1 } }] } }, 'attributes[0].pets: $remove[0].$identifier_value must be a string, a number or a boolean'],
+    ['an empty $identifier_key', { external_id: 'u1', pets: { $remove: [{ $identifier_key: '', $identifier_value: 1 }] } }, 'attributes[0].pets: $remove[0].$identifier_key must be a member name of 1 to 255 characters'],
+    ['an operator the reference has not', { external_id: 'u1', pets: { $push: [{ id: 1 }] } }, 'attributes[0].pets: unknown member $push: an edit of an array of objects has $add, $update and $remove'],
+    ['an operator beside other members', { external_id: 'u1', pets: { $add: [{ id: 1 }], add: [2] } }, 'attributes[0].pets: unknown member add: an edit of an array of objects has $add, $update and $remove'],
   ]
 
   it.each(refused)('refuses %s, naming the field', (_, raw, message) => {
@@ -125,6 +221,7 @@ describe('attributes objects', () => {
   it('is documented by a schema that accepts and refuses the same objects', () => {
     const accepted = [
       { external_id: 'u1', email: ' Ann@Example.COM ', gender: 'f', country: 'de', first_name: null, visits: { inc: 2 }, tags: ['a'], nested: { a: 1 } },
+      { external_id: 'u1', country: 'Congo', current_location: 'here', pets: { $remove: [{ $identifier_key: 'id', $identifier_value: 1 }] }, _merge_objects: true },
       { email: 'a@b.co' },
       { push_token_import: true, push_tokens: [{ app_id: 'app', token: 't1', device_id: 'd' }] },
     ]
@@ -145,6 +242,16 @@ describe('event objects', () => {
       // As JSON text: the worker stores it as it is.
       properties: '{"level":3}',
     })
+  })
+
+  it('keeps _update_existing_only of events and purchases, and leaves it out when not sent', () => {
+    expect(parseEvent({ external_id: 'u1', name: 'e', time: TIME, _update_existing_only: true }, 0)._update_existing_only).toBe(true)
+    expect(parsePurchase({ braze_id: 'b1', product_id: 'p', currency: 'EUR', price: 1, time: TIME, _update_existing_only: false }, 0)).toMatchObject({
+      identifier: { kind: 'service_id', value: 'b1' },
+      _update_existing_only: false,
+    })
+    expect(JSON.stringify(parseEvent({ external_id: 'u1', name: 'e', time: TIME }, 0))).not.toContain('_update_existing_only')
+    expect(refusal(() => parseEvent({ external_id: 'u1', name: 'e', time: TIME, _update_existing_only: 1 }, 0))).toBe('events[0]._update_existing_only: must be a boolean')
   })
 
   it('ignores the email of an event named by external_id', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
 import { storedProfile } from '../../helpers/stored-profile.js'
-import type { AttributeOp, EventOp, TrackJob } from '../../../shared/queue/track-jobs.js'
+import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../../shared/queue/track-jobs.js'
 import {
   applyAttributes,
   applyJobs,
@@ -50,7 +50,19 @@ const attributes = (op: Partial<AttributeOp>): AttributeOp => ({
   ...op,
 })
 
-const event = (index: number, identifier: EventOp['identifier'], name: string, time: string): EventOp => ({ index, identifier, name, time, properties: {} })
+const event = (index: number, identifier: EventOp['identifier'], name: string, time: string, more: Partial<EventOp> = {}): EventOp => ({ index, identifier, name, time, properties: {}, ...more })
+
+const purchase = (index: number, identifier: PurchaseOp['identifier'], more: Partial<PurchaseOp> = {}): PurchaseOp => ({
+  index,
+  identifier,
+  product_id: 'sku',
+  currency: 'USD',
+  price: 1,
+  quantity: 1,
+  time: NOW,
+  properties: '{}',
+  ...more,
+})
 
 const trackJob = (job: Partial<TrackJob>): TrackJob => ({
   workspaceId: WS,
@@ -152,6 +164,48 @@ describe('applying an attributes object in memory', () => {
     ])
   })
 
+  it('sets the reference\'s other standard fields, whatever their type, and rewrites their columns', () => {
+    const { batch, bob } = batchOf()
+    applyAttributes(batch, bob, attributes({ fields: { last_coordinates: [-73.99, 40.75], email_open_tracking_disabled: true, facebook: { id: 'f' } } }), [])
+    expect(bob).toMatchObject({ last_coordinates: [-73.99, 40.75], email_open_tracking_disabled: true, facebook: { id: 'f' } })
+    expect(batch.profiles.rowsToSave().changed).toEqual([{ columns: ['last_coordinates', 'email_open_tracking_disabled', 'facebook'], rows: [bob] }])
+  })
+
+  it('edits arrays of objects in place, merges objects with _merge_objects, and reports what it could not do as errors of the object', () => {
+    const { batch, ann } = batchOf()
+    ann.custom_attributes = { visits: 2, pets: [{ id: 1, name: 'Gus', vet: { name: 'Ada' } }, { id: 2, name: 'Gerald' }], song: { name: 'Solea', plays: 3 } }
+    const errors: TrackApplyError[] = []
+    applyAttributes(
+      batch,
+      ann,
+      attributes({
+        index: 5,
+        mergeObjects: true,
+        custom: {
+          pets: {
+            $update: [
+              { $identifier_key: 'id', $identifier_value: 1, $new_object: { vet: { phone: '1' } } },
+              { $identifier_key: 'id', $identifier_value: 7, $new_object: { name: 'x' } },
+            ],
+            $remove: [{ $identifier_key: 'id', $identifier_value: 2 }],
+            $add: [{ id: 3, name: 'Doug' }],
+          },
+          song: { year: 1960 },
+        },
+      }),
+      errors,
+    )
+    expect(ann.custom_attributes).toEqual({
+      visits: 2,
+      pets: [{ id: 1, name: 'Gus', vet: { name: 'Ada', phone: '1' } }, { id: 3, name: 'Doug' }],
+      song: { name: 'Solea', plays: 3, year: 1960 },
+    })
+    expect(errors).toEqual([{ type: 'nested_item_not_found', input_array: 'attributes', index: 5, message: 'pets: $update found no item with id 7' }])
+    // Without _merge_objects the object replaces the one stored.
+    applyAttributes(batch, ann, attributes({ custom: { song: { year: 1961 } } }), errors)
+    expect(ann.custom_attributes.song).toEqual({ year: 1961 })
+  })
+
   it('imports a push token nobody holds as an anonymous profile, and skips one already held', () => {
     const { batch } = batchOf()
     importPushTokens(batch, attributes({ pushTokenImport: true, pushTokens: [{ app_id: 'app', token: 'tok-ann' }, { app_id: 'app', token: 'tok-new' }] }), [])
@@ -179,6 +233,41 @@ describe('recording events and purchases', () => {
     expect(batch.profiles.get(3)).toMatchObject({ first_name: 'Cy' })
     expect(batch.profiles.get(4)).toMatchObject({ first_name: null })
     expect(batch.profiles.rowsToSave().changed.flatMap((g) => g.rows.map((r) => r.id))).toEqual([3])
+  })
+})
+
+describe('an occurrence\'s _update_existing_only', () => {
+  const unknown = { kind: 'external_id', value: 'nobody-yet' } as const
+  const alias = { kind: 'user_alias', alias_label: 'crm', alias_name: 'a-1' } as const
+
+  it('true: skips an occurrence of an unknown user, creating nobody, and applies one of a known user', () => {
+    const { batch } = batchOf()
+    const job = trackJob({
+      events: [event(0, unknown, 'open', NOW, { _update_existing_only: true }), event(1, { kind: 'external_id', value: 'bob' }, 'open', NOW, { _update_existing_only: true })],
+      purchases: [purchase(0, unknown, { _update_existing_only: true }), purchase(1, { kind: 'email', value: 'ann@example.com' }, { _update_existing_only: true })],
+    })
+    const { owners, errors } = applyJobs(batch, [{ key: 'j1', job }])
+    expect(owners.get('j1')).toEqual([null, 2, null, 1])
+    expect(errors.get('j1')!.map((e) => [e.type, e.input_array, e.index])).toEqual([
+      ['user_not_found', 'events', 0],
+      ['user_not_found', 'purchases', 0],
+    ])
+    expect(batch.profiles.created.size).toBe(0)
+  })
+
+  it('true: applies to a user an earlier attributes object of the request created', () => {
+    const { batch } = batchOf()
+    const job = trackJob({ attributes: [attributes({ identifier: unknown, fields: { first_name: 'N' } })], events: [event(0, unknown, 'open', NOW, { _update_existing_only: true })] })
+    expect(applyJobs(batch, [{ key: 'j1', job }]).owners.get('j1')).toEqual([100])
+  })
+
+  it('absent: creates a user named by external id as before; false: creates an alias-only user too', () => {
+    const { batch } = batchOf()
+    const job = trackJob({ events: [event(0, unknown, 'open', NOW), event(1, alias, 'open', NOW, { _update_existing_only: false }), event(2, { ...alias, alias_name: 'a-2' }, 'open', NOW)] })
+    const { owners, errors } = applyJobs(batch, [{ key: 'j1', job }])
+    expect(owners.get('j1')).toEqual([100, 101, null])
+    expect(errors.get('j1')!.map((e) => [e.type, e.index])).toEqual([['user_not_found', 2]])
+    expect(batch.profiles.newAliases).toEqual([{ alias_label: 'crm', alias_name: 'a-1', profile_id: 101 }])
   })
 })
 
