@@ -98,7 +98,10 @@ const remove: ApiRoute<ExternalIdDeps> = {
   },
   handle: async (req, res, deps) => {
     const body = parseOr400(RemoveBody, req.body ?? {})
-    const operations = body.external_ids.map((externalId, index): RemoveExternalIdOperation => ({ type: 'remove_external_id', index, externalId }))
+    // An id repeated in one request is removed once, at its first place.
+    const first = new Map<string, number>()
+    body.external_ids.forEach((id, index) => first.has(id) || first.set(id, index))
+    const operations = [...first].map(([externalId, index]): RemoveExternalIdOperation => ({ type: 'remove_external_id', index, externalId }))
     const progress = await applyAndWait(deps, res, operations)
     if (!progress) return void res.status(202).json({ message: 'success', status: 'queued', removed_ids: [], removal_errors: [] })
     const { byIndex, list } = minorErrors(progress)
