@@ -55,6 +55,11 @@ describe('bucketFor', () => {
         '/users/merge',
         '/users/track',
         '/v2/subscription/status/set',
+        '/users/alias/new',
+        '/users/alias/update',
+        '/users/external_ids/rename',
+        '/users/external_ids/remove',
+        '/users/track/sync',
       ].sort(),
     )
   })
