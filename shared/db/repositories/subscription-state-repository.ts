@@ -35,15 +35,15 @@ export interface AddressEmailState {
 export async function lockProfilesByKeys(
   db: Queryable,
   workspaceId: string,
-  keys: { externalIds: string[]; emails: string[]; phones: string[] },
+  keys: { externalIds: string[]; emails: string[]; phones: string[]; profileIds?: number[] },
 ): Promise<ProfileKeys[]> {
   const r = await query<ProfileKeys>(
     db,
     'lockProfilesByKeys',
     `SELECT id, external_id, email, phone FROM profiles
-      WHERE workspace_id = $1 AND (external_id = ANY($2::text[]) OR email = ANY($3::text[]) OR phone = ANY($4::text[]))
+      WHERE workspace_id = $1 AND (external_id = ANY($2::text[]) OR email = ANY($3::text[]) OR phone = ANY($4::text[]) OR id = ANY($5::bigint[]))
       ORDER BY id FOR UPDATE`,
-    [workspaceId, keys.externalIds, keys.emails, keys.phones],
+    [workspaceId, keys.externalIds, keys.emails, keys.phones, keys.profileIds ?? []],
   )
   return r.rows
 }
@@ -179,7 +179,11 @@ export async function readGroupStatesByExternalId(
     'readGroupStatesByExternalId',
     `SELECT p.external_id AS key, s.state FROM profiles p
        JOIN profile_subscriptions s ON s.profile_id = p.id AND s.group_id = $2
-      WHERE p.workspace_id = $1 AND p.external_id = ANY($3::text[])`,
+      WHERE p.workspace_id = $1 AND p.external_id = ANY($3::text[])
+     UNION ALL
+     SELECT d.external_id, s.state FROM deprecated_external_ids d
+       JOIN profile_subscriptions s ON s.profile_id = d.profile_id AND s.group_id = $2
+      WHERE d.workspace_id = $1 AND d.external_id = ANY($3::text[])`,
     [workspaceId, groupId, externalIds],
   )
   return new Map(r.rows.map((x) => [x.key, x.state]))

@@ -83,6 +83,19 @@ describe('POST /users/external_ids/rename', () => {
     expect((await read({ external_ids: ['a2'] })).users[0].external_id).toBe('a2')
   })
 
+  it('sets and reads subscription states by a deprecated id', async () => {
+    const group = await env.admin('POST', `/admin/v1/workspaces/${ws.id}/subscription_groups`, { name: 'news', channel: 'email' })
+    const gid = group.body.subscription_group_id
+    await apply('/users/track', { attributes: [{ external_id: 's-old' }] })
+    await rename({ current_external_id: 's-old', new_external_id: 's-new' })
+    await apply('/subscription/status/set', { subscription_group_id: gid, subscription_state: 'subscribed', external_id: ['s-old'] })
+    expect((await read({ external_ids: ['s-new'] })).users[0].subscription_groups).toEqual([{ subscription_group_id: gid, subscription_state: 'subscribed' }])
+    const got = await env.call('GET', `/subscription/status/get?subscription_group_id=${gid}&external_id[]=s-old&external_id[]=s-new`, { key: ws.key })
+    expect(got.body.status).toEqual({ 's-old': 'Subscribed', 's-new': 'Subscribed' })
+    const listed = await env.call('GET', '/subscription/user/status?external_id=s-old', { key: ws.key })
+    expect(listed.body.users.map((u: any) => u.external_id)).toEqual(['s-new'])
+  })
+
   it('moves deprecated ids with a merge, and deletes by a deprecated id', async () => {
     await apply('/users/track', { attributes: [{ external_id: 'm' }, { external_id: 'k' }] })
     await rename({ current_external_id: 'm', new_external_id: 'm2' })
