@@ -22,7 +22,7 @@ export const ExportIdsBody = z
     device_id: z.string().min(1).optional(),
     email_address: z.string().min(1).optional(),
     phone: z.string().min(1).optional(),
-    // `braze_id` is the reference's name of `service_id`, exported as `service_id`.
+    // `braze_id` is the reference's name of `service_id`: asked by that name, shown by that name.
     fields_to_export: z.array(z.enum([...ExportableFields, 'braze_id'])).optional(),
   })
   .strict()
@@ -76,9 +76,17 @@ const exportIds: ApiRoute<Pick<ApiDeps, 'pg' | 'clickhouseReads'>> = {
     const summaries = needsSummaries({ fields }) && stored.length ? await deps.clickhouseReads.eventSummaries(workspaceId, ids) : new Map()
     const records = new Map(stored.map((s) => [s.profile.id, withSummaries(s.record, summaries.get(s.profile.id) ?? [])]))
     const now = new Date()
+    const asBrazeId = body.fields_to_export?.includes('braze_id') ?? false
+    const asServiceId = body.fields_to_export?.includes('service_id') ?? true
     const users = ids.flatMap((id) => {
       const record = records.get(id)
-      return record ? [projectRecord(record, { fields, now })] : []
+      if (!record) return []
+      const projected: Partial<typeof record> & { braze_id?: string } = projectRecord(record, { fields, now })
+      if (asBrazeId) {
+        projected.braze_id = record.service_id
+        if (!asServiceId) delete projected.service_id
+      }
+      return [projected]
     })
     res.status(201).json({ message: 'success', users, ...(invalid.length && { invalid_user_ids: invalid }) })
   },
