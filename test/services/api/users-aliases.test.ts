@@ -46,6 +46,18 @@ describe('POST /users/alias/new', () => {
     expect(snapshots.get(id)?.user_aliases).toEqual([{ alias_name: 'a-1', alias_label: 'crm' }])
   })
 
+  it('orders an alias-only user before the next track request naming the alias, as a client sends them back to back', async () => {
+    const alias = { alias_name: 'Enterprise', alias_label: 'learner@example.org' }
+    const created = await post('/users/alias/new', { user_aliases: [alias] })
+    expect(created.status).toBe(201)
+    // Not waited for: the attributes object (update-only by default for an alias) must find the user.
+    await apply('/users/track', { attributes: [{ user_alias: alias, email: 'learner@example.org', is_enterprise_learner: 'true' }] })
+    await env.waitForRequest(ws.key, created.headers.get('x-request-id')!)
+    const { users } = await read({ email_address: 'learner@example.org' })
+    expect(users).toHaveLength(1)
+    expect(users[0]).toMatchObject({ user_aliases: [alias], email: 'learner@example.org', custom_attributes: { is_enterprise_learner: 'true' } })
+  })
+
   it('leaves an alias another user holds where it is, and reports an unknown external id', async () => {
     await apply('/users/track', { attributes: [{ external_id: 'u1' }, { external_id: 'u2' }] })
     await apply('/users/alias/new', { user_aliases: [{ external_id: 'u1', alias_name: 'shared', alias_label: 'l' }] })
