@@ -36,6 +36,9 @@ const ConfigSchema = z.object({
   // than 10,000 (docs/performance-history.md, Mixed load rounds).
   TRACK_BATCH_MAX_OBJECTS: int(1, 100_000).default(30_000),
   JOB_LOCK_MS: int(1000, 600_000).default(30_000),
+  // How long a synchronous endpoint (/users/track/sync, /users/external_ids/*) waits for its queued work to apply
+  // before it answers 202 with the request id instead (docs/identity.md).
+  SYNC_WAIT_MS: int(100, 120_000).default(10_000),
   // Accepted-but-unapplied track objects; past either bound /users/track answers 429. Measured Redis cost:
   // ~260 B an object in full-size requests, ~1.5 KB in one-object requests (docs/operations.md). At least
   // 225 (one full request).

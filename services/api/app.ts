@@ -25,8 +25,11 @@ import { scimUserRoutes } from './routes/scim-users.js'
 import { subscriptionRoutes } from './routes/subscriptions.js'
 import { usersExportIdsRoutes } from './routes/users-export-ids.js'
 import { usersExportRoutes } from './routes/users-export.js'
+import { usersAliasRoutes } from './routes/users-aliases.js'
+import { usersExternalIdRoutes } from './routes/users-external-ids.js'
 import { usersIdentityRoutes } from './routes/users-identity.js'
 import { usersTrackRoutes } from './routes/users-track.js'
+import { usersTrackSyncRoutes } from './routes/users-track-sync.js'
 
 export const BODY_LIMIT = '4mb'
 
@@ -49,6 +52,9 @@ const routeFamilies: RouteFamily<RouteDeps>[] = [
   requestRoutes,
   usersExportIdsRoutes,
   usersIdentityRoutes,
+  usersAliasRoutes,
+  usersExternalIdRoutes,
+  usersTrackSyncRoutes,
   usersExportRoutes,
   exportDownloadRoutes,
   subscriptionRoutes,

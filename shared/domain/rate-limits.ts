@@ -12,7 +12,13 @@ export interface Bucket {
  */
 export const DefaultBuckets: Record<string, { limit: number; windowSeconds: number; paths: string[] }> = {
   '/users/track': { limit: 3000, windowSeconds: 3, paths: ['/users/track'] },
-  '/users/identity': { limit: 20_000, windowSeconds: 60, paths: ['/users/merge', '/users/identify', '/users/delete'] },
+  '/users/track/sync': { limit: 500, windowSeconds: 60, paths: ['/users/track/sync'] },
+  '/users/identity': {
+    limit: 20_000,
+    windowSeconds: 60,
+    paths: ['/users/merge', '/users/identify', '/users/delete', '/users/alias/new', '/users/alias/update'],
+  },
+  '/users/external_ids': { limit: 1000, windowSeconds: 60, paths: ['/users/external_ids/rename', '/users/external_ids/remove'] },
   '/subscription/status/set': { limit: 5000, windowSeconds: 60, paths: ['/subscription/status/set', '/v2/subscription/status/set'] },
   '/users/export/ids': { limit: 250, windowSeconds: 60, paths: ['/users/export/ids'] },
   default: { limit: 250_000, windowSeconds: 3600, paths: [] },

@@ -160,5 +160,8 @@ export function applyPatch(user: ScimUser, ops: ScimPatchOperation[]): Record<st
     if (JSON.stringify(patched[key]) !== JSON.stringify(user[key])) throw refuse('mutability', `${key} is read-only`)
   }
   if (Array.isArray(patched.emails) && patched.emails.length === 0) delete patched.emails
+  // A removed attribute becomes unassigned (RFC 7644 3.5.2.2): for `active`, its default, an active
+  // account; the PUT validation would otherwise keep the stored value, and the remove would change nothing.
+  if (patched.active === undefined) patched.active = true
   return patched
 }

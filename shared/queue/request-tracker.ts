@@ -296,4 +296,18 @@ export class RequestTracker {
     const errs = (errors as string[]).map((e) => JSON.parse(e))
     return { request_id: requestId, status, ...(errs.length ? { errors: errs } : {}) }
   }
+
+  /**
+   * Polls the request until it is done or failed; undefined once `timeoutMs` passed first. For the
+   * endpoints that answer after their queued work applied (/users/track/sync, external id renames).
+   */
+  async waitUntilFinished(requestId: string, workspaceId: string, timeoutMs: number, pollMs = 10): Promise<RequestProgress | undefined> {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const progress = await this.get(requestId, workspaceId)
+      if (progress && (progress.status === 'done' || progress.status === 'failed')) return progress
+      if (Date.now() >= deadline) return undefined
+      await new Promise((r) => setTimeout(r, Math.min(pollMs, Math.max(1, deadline - Date.now()))))
+    }
+  }
 }

@@ -181,6 +181,52 @@ describe("make run's layout (API and worker processes)", () => {
     expectStatus(await asKey('POST', '/email/bounce/remove', { email: 'not an address' }), 400)
   })
 
+  it('migrates identities, tracks synchronously and lists email states through the workers', async () => {
+    const track = expectStatus(await asKey('POST', '/users/track', { attributes: [{ external_id: 'm1', email: 'm1@example.com', plan: 'free' }] }), 201)
+    await waitDone(call, key, track)
+    const alias = expectStatus(await asKey('POST', '/users/alias/new', { user_aliases: [{ external_id: 'm1', alias_name: 'crm-1', alias_label: 'crm' }, { alias_name: 'anon-m', alias_label: 'device' }] }), 201)
+    expectStatus(await asKey('POST', '/users/alias/new', { user_aliases: [] }), 400)
+    await waitDone(call, key, alias)
+    const update = expectStatus(await asKey('POST', '/users/alias/update', { alias_updates: [{ alias_label: 'crm', old_alias_name: 'crm-1', new_alias_name: 'crm-2' }] }), 201)
+    expectStatus(await asKey('POST', '/users/alias/update', { alias_updates: [{ alias_label: 'crm' }] }), 400)
+    await waitDone(call, key, update)
+
+    // Answered once the identity worker applied it.
+    const rename = expectStatus(await asKey('POST', '/users/external_ids/rename', { external_id_renames: [{ current_external_id: 'm1', new_external_id: 'm1-new' }] }), 201)
+    expect(rename.body).toEqual({ message: 'success', external_ids: ['m1'], rename_errors: [] })
+    expectStatus(await asKey('POST', '/users/external_ids/rename', { external_id_renames: [] }), 400)
+    // The deprecated id still names the user, on the track path too.
+    const sync = expectStatus(await asKey('POST', '/users/track/sync', { attributes: { external_id: 'm1', plan: 'pro' } }), 201)
+    expect(sync.body).toEqual({ users: [{ external_id: 'm1', custom_attributes: { plan: 'pro' } }], message: 'success' })
+    expectStatus(await asKey('POST', '/users/track/sync', { attributes: [{ external_id: 'a' }, { external_id: 'b' }] }), 400)
+    const read = expectStatus(await asKey('POST', '/users/export/ids', { external_ids: ['m1-new'] }), 201)
+    expect(read.body.users[0]).toMatchObject({ external_id: 'm1-new', custom_attributes: { plan: 'pro' }, user_aliases: [{ alias_name: 'crm-2', alias_label: 'crm' }] })
+    const byBrazeId = expectStatus(await asKey('POST', '/users/export/ids', { braze_id: read.body.users[0].service_id, fields_to_export: ['external_id', 'braze_id'] }), 201)
+    expect(byBrazeId.body.users).toEqual([{ external_id: 'm1-new', braze_id: read.body.users[0].service_id }])
+    const removed = expectStatus(await asKey('POST', '/users/external_ids/remove', { external_ids: ['m1'] }), 201)
+    expect(removed.body).toEqual({ message: 'success', removed_ids: ['m1'], removal_errors: [] })
+    expectStatus(await asKey('POST', '/users/external_ids/remove', { external_ids: 'm1' }), 400)
+
+    const status = expectStatus(await asKey('GET', '/subscription/user/status?external_id=m1-new'), 200)
+    expect(status.body).toMatchObject({ users: [{ external_id: 'm1-new', email: 'm1@example.com', subscription_groups: [] }], total_count: 1 })
+    expectStatus(await asKey('GET', '/subscription/user/status?limit=1'), 400)
+
+    const block = expectStatus(await asKey('POST', '/email/blocklist', { email: 'm1@example.com' }), 201)
+    expectStatus(await asKey('POST', '/email/blocklist', { email: 'nope' }), 400)
+    await waitDone(call, key, block)
+    await waitDone(call, key, expectStatus(await asKey('POST', '/email/blacklist', { email: ['m2@example.com'] }), 201))
+    expectStatus(await asKey('POST', '/email/blacklist', {}), 400)
+    const today = new Date().toISOString().slice(0, 10)
+    const bounces = expectStatus(await asKey('GET', `/email/hard_bounces?start_date=${today}&end_date=${today}`), 200)
+    expect(bounces.body.emails.map((e: { email: string }) => e.email).sort()).toEqual(['m1@example.com', 'm2@example.com'])
+    expectStatus(await asKey('GET', '/email/hard_bounces?start_date=soon'), 400)
+    const unsubscribed = expectStatus(await asKey('GET', '/email/unsubscribes?email=m1@example.com'), 200)
+    expect(unsubscribed.body.emails.map((e: { email: string }) => e.email)).toEqual(['m1@example.com'])
+    expectStatus(await asKey('GET', '/email/unsubscribes?sort_direction=sideways&email=m1@example.com'), 400)
+    const user = expectStatus(await asKey('POST', '/users/export/ids', { email_address: 'm1@example.com', fields_to_export: ['email_subscribe'] }), 201)
+    expect(user.body.users).toEqual([{ email_subscribe: 'unsubscribed' }])
+  })
+
   it('runs the operator API: workspaces, keys, SCIM tokens and settings', async () => {
     const other = expectStatus(await asAdmin('POST', '/admin/v1/workspaces', { name: 'second' }), 201)
     expectStatus(await asAdmin('POST', '/admin/v1/workspaces', {}), 400)

@@ -305,6 +305,10 @@ describe('delete', () => {
     await remove({ service_ids: [byServiceId.serviceId] })
     await expectErased(byServiceId.id, { service_id: byServiceId.serviceId })
 
+    const byBrazeId = await userWithHistory({ external_id: 'gone-5' }, 'gone-5')
+    await remove({ braze_ids: [byBrazeId.serviceId] })
+    await expectErased(byBrazeId.id, { braze_id: byBrazeId.serviceId })
+
     const byEmail = await userWithHistory({ email: 'gone-4@example.com' }, 'gone-4')
     await remove({ email_addresses: [{ email: 'Gone-4@Example.com', prioritization: ['unidentified'] }] })
     await expectErased(byEmail.id, { email_address: 'gone-4@example.com' })

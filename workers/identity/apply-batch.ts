@@ -1,13 +1,16 @@
 import type pg from 'pg'
+import { findDeprecatedExternalIds } from '../../shared/db/repositories/external-id-repository.js'
 import type { Erasures, Override } from '../../shared/db/repositories/override-repository.js'
 import { lockProfiles, lockWorkspaceIdentities } from '../../shared/db/repositories/profile-repository.js'
 import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
+import { applyAliasNew, applyAliasUpdate } from './aliases.js'
 import { applyDelete } from './delete.js'
+import { applyRemoveExternalId, applyRenameExternalId } from './external-ids.js'
 import { applyIdentify } from './identify.js'
 import { IdentityBatch } from './identity-batch.js'
 import { applyMerge } from './merge.js'
 import { lookupOf, type IdentityError } from './resolve.js'
-import type { IdentityJob, IdentityOperation } from '../../shared/queue/identity-jobs.js'
+import type { IdentityJob, IdentityOperation, IdentityTarget } from '../../shared/queue/identity-jobs.js'
 
 /** A job of a batch, named by its ledger key. */
 export interface KeyedIdentityJob {
@@ -32,7 +35,50 @@ function applyOperation(batch: IdentityBatch, op: IdentityOperation): Promise<Id
       return applyIdentify(batch, op)
     case 'delete':
       return applyDelete(batch, op)
+    case 'alias_new':
+      return applyAliasNew(batch, op)
+    case 'alias_update':
+      return applyAliasUpdate(batch, op)
+    case 'rename_external_id':
+      return applyRenameExternalId(batch, op)
+    case 'remove_external_id':
+      return applyRemoveExternalId(batch, op)
   }
+}
+
+/** Everything the operations name: the users they resolve, and the external ids and aliases they look at besides. */
+function namedBy(ops: IdentityOperation[]): { targets: IdentityTarget[]; externalIds: string[]; aliases: { alias_label: string; alias_name: string }[] } {
+  const targets: IdentityTarget[] = []
+  const externalIds: string[] = []
+  const aliases: { alias_label: string; alias_name: string }[] = []
+  for (const op of ops) {
+    switch (op.type) {
+      case 'merge':
+        targets.push(op.toMerge, op.toKeep)
+        break
+      case 'identify':
+        targets.push(op.user)
+        externalIds.push(op.externalId)
+        break
+      case 'delete':
+        targets.push(op.user)
+        break
+      case 'alias_new':
+        externalIds.push(op.externalId)
+        aliases.push(op.alias)
+        break
+      case 'alias_update':
+        aliases.push({ alias_label: op.alias_label, alias_name: op.old_alias_name }, { alias_label: op.alias_label, alias_name: op.new_alias_name })
+        break
+      case 'rename_external_id':
+        externalIds.push(op.currentExternalId, op.newExternalId)
+        break
+      case 'remove_external_id':
+        externalIds.push(op.externalId)
+        break
+    }
+  }
+  return { targets, externalIds, aliases }
 }
 
 /**
@@ -48,11 +94,13 @@ export async function applyIdentityJobs(db: pg.PoolClient, jobs: KeyedIdentityJo
   // Track batches running now finish first, and new ones wait until this commits.
   await lockWorkspaceIdentities(db, [...byWorkspace.keys()], 'exclusive')
   for (const [workspaceId, wsJobs] of byWorkspace) {
-    const ops = wsJobs.flatMap((j) => j.job.operations)
-    const targets = ops.flatMap((op) => (op.type === 'merge' ? [op.toMerge, op.toKeep] : [op.user]))
-    const externalIds = ops.flatMap((op) => (op.type === 'identify' ? [op.externalId] : []))
-    const lookup = lookupOf(targets, externalIds)
+    const named = namedBy(wsJobs.flatMap((j) => j.job.operations))
+    const lookup = lookupOf(named.targets, named.externalIds, named.aliases)
+    // A deprecated external id names its user as the primary one does: those users are locked too.
+    const deprecated = await findDeprecatedExternalIds(db, workspaceId, lookup.externalIds ?? [])
+    lookup.serviceIds = [...(lookup.serviceIds ?? []), ...deprecated.map((d) => d.service_id)]
     const locked = await lockProfiles(db, workspaceId, lookup)
+    locked.deprecatedOwner = new Map(deprecated.map((d) => [d.external_id, d.profile_id]))
     const profiles = [...locked.byId.values()]
     // Prioritization ranks the holders of an email or phone a target names (resolve.ts), no others.
     withLastOccurrences(profiles, await lastOccurrences(workspaceId, sharingAnAddress(profiles, lookup)))

@@ -1,5 +1,11 @@
 import type pg from 'pg'
-import { copyMissingSubscriptions, moveAliases, movePushTokens, type MergePair } from '../../shared/db/repositories/identity-repository.js'
+import {
+  deleteDeprecatedExternalIds,
+  insertDeprecatedExternalIds,
+  moveDeprecatedExternalIds,
+  type DeprecatedExternalId,
+} from '../../shared/db/repositories/external-id-repository.js'
+import { copyMissingSubscriptions, moveAliases, movePushTokens, renameAliases, type AliasRename, type MergePair } from '../../shared/db/repositories/identity-repository.js'
 import { dropOverridesInto, insertOverrides, repointOverrides, type Override } from '../../shared/db/repositories/override-repository.js'
 import {
   aliasKey,
@@ -20,10 +26,23 @@ interface Round {
   removed: number[]
   changed: Map<number, ProfileRow>
   newAliases: { alias_label: string; alias_name: string; profile_id: number }[]
+  aliasRenames: AliasRename[]
+  deprecated: DeprecatedExternalId[]
+  undeprecated: string[]
   addressCarried: Set<number>
 }
 
-const emptyRound = (): Round => ({ touched: new Set(), merges: [], removed: [], changed: new Map(), newAliases: [], addressCarried: new Set() })
+const emptyRound = (): Round => ({
+  touched: new Set(),
+  merges: [],
+  removed: [],
+  changed: new Map(),
+  newAliases: [],
+  aliasRenames: [],
+  deprecated: [],
+  undeprecated: [],
+  addressCarried: new Set(),
+})
 
 /** What a workspace's operations leave for ClickHouse. */
 export interface IdentityOutcome {
@@ -52,6 +71,7 @@ export interface IdentityOutcome {
 export class IdentityBatch implements LockedProfiles {
   readonly byId: Map<number, ProfileRow>
   readonly aliasOwner: Map<string, number>
+  readonly deprecatedOwner: Map<string, number>
   private round = emptyRound()
   /** The batch's merges, merged profile -> kept profile. */
   private readonly mergedInto = new Map<number, number>()
@@ -68,6 +88,7 @@ export class IdentityBatch implements LockedProfiles {
   ) {
     this.byId = locked.byId
     this.aliasOwner = locked.aliasOwner
+    this.deprecatedOwner = locked.deprecatedOwner ?? new Map()
   }
 
   /** Folds `merged` into `kept` (interface.md 4.2 and docs/identity.md); the merged profile is deleted. */
@@ -77,6 +98,7 @@ export class IdentityBatch implements LockedProfiles {
     if (addressCarried) round.addressCarried.add(kept.id)
     round.merges.push({ from: merged.id, to: kept.id })
     for (const [key, owner] of this.aliasOwner) if (owner === merged.id) this.aliasOwner.set(key, kept.id)
+    for (const [id, owner] of this.deprecatedOwner) if (owner === merged.id) this.deprecatedOwner.set(id, kept.id)
     this.remove(round, merged.id)
     this.mergedInto.set(merged.id, kept.id)
     this.changed(round, kept)
@@ -95,10 +117,38 @@ export class IdentityBatch implements LockedProfiles {
     this.changed(round, owner)
   }
 
+  /** The alias keeps its label and owner under a new name. */
+  async renameAlias(owner: ProfileRow, rename: AliasRename): Promise<void> {
+    const round = await this.roundTouching([owner.id])
+    round.aliasRenames.push(rename)
+    this.aliasOwner.delete(aliasKey(rename.alias_label, rename.old_alias_name))
+    this.aliasOwner.set(aliasKey(rename.alias_label, rename.new_alias_name), owner.id)
+    this.changed(round, owner)
+  }
+
+  /** The user's primary external id becomes `newExternalId`; the old one is deprecated and still names the user. */
+  async renameExternalId(user: ProfileRow, newExternalId: string): Promise<void> {
+    const round = await this.roundTouching([user.id])
+    round.deprecated.push({ external_id: user.external_id!, profile_id: user.id })
+    this.deprecatedOwner.set(user.external_id!, user.id)
+    user.external_id = newExternalId
+    this.changed(round, user)
+  }
+
+  /** A deprecated external id stops naming its user (the user's record does not show deprecated ids). */
+  async removeDeprecatedExternalId(externalId: string): Promise<void> {
+    const owner = this.deprecatedOwner.get(externalId)
+    if (owner === undefined) return
+    const round = await this.roundTouching([owner])
+    round.undeprecated.push(externalId)
+    this.deprecatedOwner.delete(externalId)
+  }
+
   /** Erases a user: the profile goes (with its aliases, tokens and states); ClickHouse hides it at once. */
   async delete(user: ProfileRow): Promise<void> {
     const round = await this.roundTouching([user.id])
     for (const [key, owner] of this.aliasOwner) if (owner === user.id) this.aliasOwner.delete(key)
+    for (const [id, owner] of this.deprecatedOwner) if (owner === user.id) this.deprecatedOwner.delete(id)
     this.remove(round, user.id)
     this.deletedIds.add(user.id)
   }
@@ -152,7 +202,8 @@ export class IdentityBatch implements LockedProfiles {
   }
 
   /**
-   * Writes the current round. Side rows move before the merged profiles are deleted (which takes
+   * Writes the current round. Alias renames and removed deprecated ids go first (a later operation
+   * may take a name they freed), side rows move before the merged profiles are deleted (which takes
    * their leftovers along), and the profiles are deleted before the kept ones are saved (an
    * external id carried over is unique per workspace). States stored for an address a kept
    * profile just got apply as when /users/track sets it; they may change its email_subscribe,
@@ -163,12 +214,16 @@ export class IdentityBatch implements LockedProfiles {
     this.round = emptyRound()
     if (r.touched.size === 0) return
     const { db } = this
+    await deleteDeprecatedExternalIds(db, this.workspaceId, r.undeprecated)
+    await renameAliases(db, this.workspaceId, r.aliasRenames)
     await insertAliases(db, this.workspaceId, r.newAliases)
     await moveAliases(db, r.merges)
+    await moveDeprecatedExternalIds(db, r.merges)
     await movePushTokens(db, r.merges)
     await copyMissingSubscriptions(db, r.merges)
     this.tombstones.push(...(await deleteProfiles(db, r.removed)))
     await saveProfiles(db, [], [...r.changed.values()].filter((p) => this.byId.has(p.id)))
+    await insertDeprecatedExternalIds(db, this.workspaceId, r.deprecated)
     const carried = [...r.addressCarried].flatMap((id) => this.byId.get(id) ?? [])
     const stateful = await applyPendingAddressStates(db, this.workspaceId, carried)
     if (stateful.length) {

@@ -5,7 +5,9 @@ import { choose, type Choice } from '../../shared/domain/prioritization.js'
 import type { IdentityTarget } from '../../shared/queue/identity-jobs.js'
 
 /** A non-fatal error of one identity operation, reported on the request (GET /requests/{id}). */
-export type IdentityError = ObjectError<'user_not_found' | 'ambiguous_user' | 'same_user' | 'already_identified'>
+export type IdentityError = ObjectError<
+  'user_not_found' | 'ambiguous_user' | 'same_user' | 'already_identified' | 'alias_taken' | 'external_id_taken' | 'not_primary' | 'not_deprecated'
+>
 
 /** Where an operation came from in its request, for the errors it reports. */
 export interface OperationRef {
@@ -17,21 +19,28 @@ export function identityError(ref: OperationRef, type: IdentityError['type'], me
   return { type, input_array: ref.inputArray, index: ref.index, message }
 }
 
-/** What to lock so that every target (and, for identify, the external id) can be resolved. */
-export function lookupOf(targets: IdentityTarget[], externalIds: string[] = []): ProfileLookup {
+/**
+ * What to lock so that every target can be resolved, with the external ids and aliases operations
+ * name besides their targets (identify's and alias_new's external id, both names of a renamed
+ * alias, both ids of a rename).
+ */
+export function lookupOf(targets: IdentityTarget[], externalIds: string[] = [], aliases: { alias_label: string; alias_name: string }[] = []): ProfileLookup {
   const values = (kind: IdentityTarget['kind']) => targets.flatMap((t) => (t.kind === kind && 'value' in t ? [t.value] : []))
   return {
     externalIds: [...values('external_id'), ...externalIds],
     serviceIds: values('service_id'),
     emails: values('email'),
     phones: values('phone'),
-    aliases: targets.flatMap((t) => (t.kind === 'user_alias' ? [{ alias_label: t.alias_label, alias_name: t.alias_name }] : [])),
+    aliases: [...targets.flatMap((t) => (t.kind === 'user_alias' ? [{ alias_label: t.alias_label, alias_name: t.alias_name }] : [])), ...aliases],
   }
 }
 
-/** The profile holding an external id, among the locked ones. */
+/** The profile an external id names among the locked ones: its primary id, else a deprecated one it kept (rename). */
 export function withExternalId(locked: LockedProfiles, externalId: string): ProfileRow | undefined {
-  return [...locked.byId.values()].find((p) => p.external_id === externalId)
+  const primary = [...locked.byId.values()].find((p) => p.external_id === externalId)
+  if (primary) return primary
+  const owner = locked.deprecatedOwner?.get(externalId)
+  return owner === undefined ? undefined : locked.byId.get(owner)
 }
 
 /** The user a target names: exactly one, none, or several that the prioritization could not tell apart. */
@@ -43,8 +52,10 @@ export function resolveTarget(locked: LockedProfiles, target: IdentityTarget): C
       const profile = owner === undefined ? undefined : locked.byId.get(owner)
       return profile ? { kind: 'one', candidate: profile } : { kind: 'none' }
     }
-    case 'external_id':
-      return choose(profiles.filter((p) => p.external_id === target.value), [])
+    case 'external_id': {
+      const user = withExternalId(locked, target.value)
+      return user ? { kind: 'one', candidate: user } : { kind: 'none' }
+    }
     case 'service_id':
       return choose(profiles.filter((p) => p.service_id === target.value), [])
     case 'email':

@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
+import { findDeprecatedExternalIds } from '../../shared/db/repositories/external-id-repository.js'
 import {
   allocateProfileIds,
   deleteProfiles,
@@ -147,16 +148,42 @@ async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], n
   const ids = identifiersOf(jobs)
   const lookup = lookupOf(ids)
   const named = await readProfileKeys(db, ws, lookup)
-  const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs)) : named.keys.map((k) => k.id)
+  const deprecatedOwner = await withDeprecatedExternalIds(db, ws, lookup, named)
+  const toChange = plain ? profilesToRead(named.keys, named.aliasOwner, attributeIdentifiersOf(jobs), deprecatedOwner) : named.keys.map((k) => k.id)
   const changing = await lockProfilesToChange(db, toChange)
   const keys = withCurrentKeys(named.keys, changing)
   withLastOccurrences(keys, await lastOccurrences(ws, sharingAnAddress(keys, lookup)))
-  const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing) }, ws, idPool, now)
+  const index = new ProfileIndex({ keys, aliasOwner: named.aliasOwner, records: await loadRecordParts(db, changing), deprecatedOwner }, ws, idPool, now)
   // Ids only for profiles the jobs may create: none at all in the common case of known users.
   idPool.push(...(await allocateProfileIds(db, creationsAtMost(jobs, ids, index))))
   const tokens = jobs.flatMap((job) => job.attributes.flatMap(pushTokensOf))
   const groupIds = [...new Set(jobs.flatMap((job) => job.attributes.flatMap((a) => subscriptionGroupsOf(a).map((g) => g.subscription_group_id))))]
   return newTrackBatch(index, await findPushTokens(db, ws, tokens), (await findSubscriptionGroups(db, ws, groupIds)).keys(), now)
+}
+
+/**
+ * External ids no profile holds as its primary id may be deprecated ids a rename kept
+ * (/users/external_ids/rename): one look-up for those only, none when every id is known; the
+ * profiles they name join the keys read. Undefined when there is none.
+ */
+async function withDeprecatedExternalIds(
+  db: pg.PoolClient,
+  ws: string,
+  lookup: ProfileLookup,
+  named: { keys: ProfileKeys[] },
+): Promise<Map<string, number> | undefined> {
+  const wanted = lookup.externalIds ?? []
+  if (wanted.length === 0) return undefined
+  const primary = new Set<string>()
+  for (const k of named.keys) if (k.external_id !== null) primary.add(k.external_id)
+  const unknown = wanted.filter((id) => !primary.has(id))
+  if (unknown.length === 0) return undefined
+  const deprecated = await findDeprecatedExternalIds(db, ws, unknown)
+  if (deprecated.length === 0) return undefined
+  const held = new Set(named.keys.map((k) => k.id))
+  const missing = deprecated.filter((d) => !held.has(d.profile_id)).map((d) => d.service_id)
+  if (missing.length) named.keys.push(...(await readProfileKeys(db, ws, { serviceIds: missing })).keys)
+  return new Map(deprecated.map((d) => [d.external_id, d.profile_id]))
 }
 
 /** Keys as the lock against writers found the rows: another batch may have set an email or phone since they were read. */

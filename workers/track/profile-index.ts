@@ -42,6 +42,8 @@ export interface LoadedProfiles {
   keys: ProfileKeys[]
   aliasOwner: ReadonlyMap<string, number>
   records: { profile: ProfileRow; parts: ProfileParts }[]
+  /** Deprecated external ids the batch names -> their profiles (read only for ids no profile holds as primary). */
+  deprecatedOwner?: ReadonlyMap<string, number>
 }
 
 /**
@@ -49,12 +51,20 @@ export interface LoadedProfiles {
  * names (for a shared email or phone, every holder: any may be the most recent by then). The
  * others only get events or purchases, for which their keys suffice.
  */
-export function profilesToRead(keys: readonly ProfileKeys[], aliasOwner: ReadonlyMap<string, number>, attributeIds: readonly Identifier[]): number[] {
+export function profilesToRead(
+  keys: readonly ProfileKeys[],
+  aliasOwner: ReadonlyMap<string, number>,
+  attributeIds: readonly Identifier[],
+  deprecatedOwner?: ReadonlyMap<string, number>,
+): number[] {
   const wanted = { external_id: new Set<string>(), service_id: new Set<string>(), email: new Set<string>(), phone: new Set<string>() }
   const ids = new Set<number>()
   for (const id of attributeIds) {
-    if (id.kind !== 'user_alias') wanted[id.kind].add(id.value)
-    else {
+    if (id.kind !== 'user_alias') {
+      wanted[id.kind].add(id.value)
+      const owner = id.kind === 'external_id' ? deprecatedOwner?.get(id.value) : undefined
+      if (owner !== undefined) ids.add(owner)
+    } else {
       const owner = aliasOwner.get(aliasKey(id.alias_label, id.alias_name))
       if (owner !== undefined) ids.add(owner)
     }
@@ -91,6 +101,7 @@ export class ProfileIndex {
   private readonly byId = new Map<number, ProfileRow>()
   private readonly parts = new Map<number, ProfileParts>()
   private readonly aliasOwner: Map<string, number>
+  private readonly deprecatedOwner: ReadonlyMap<string, number> | undefined
   private readonly byExternalId = new Map<string, ProfileKeys>()
   /** Built at the first look-up by service id, which few batches make. */
   private byServiceId: Map<string, ProfileKeys> | undefined
@@ -112,6 +123,7 @@ export class ProfileIndex {
     private readonly now: string,
   ) {
     this.aliasOwner = new Map(loaded.aliasOwner)
+    this.deprecatedOwner = loaded.deprecatedOwner
     for (const { profile, parts } of loaded.records) {
       this.byId.set(profile.id, profile)
       this.parts.set(profile.id, parts)
@@ -148,7 +160,7 @@ export class ProfileIndex {
         return owner === undefined ? undefined : this.keysById.get(owner)
       }
       case 'external_id':
-        return this.byExternalId.get(id.value)
+        return this.byExternalId.get(id.value) ?? this.viaDeprecated(id.value)
       case 'service_id':
         return this.serviceIds().get(id.value)
       case 'email':
@@ -250,6 +262,12 @@ export class ProfileIndex {
     this.byServiceId?.set(p.service_id, p)
     if (p.email !== null) this.byEmail.add(p.email, p)
     if (p.phone !== null) this.byPhone.add(p.phone, p)
+  }
+
+  /** The profile a deprecated external id still names (a rename), for an id no profile holds as its primary one. */
+  private viaDeprecated(externalId: string): ProfileKeys | undefined {
+    const owner = this.deprecatedOwner?.get(externalId)
+    return owner === undefined ? undefined : this.keysById.get(owner)
   }
 
   private serviceIds(): Map<string, ProfileKeys> {

@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { findDeprecatedExternalIds } from '../../shared/db/repositories/external-id-repository.js'
 import { touchProfiles } from '../../shared/db/repositories/profile-repository.js'
 import {
   copyAddressGroupStates,
@@ -22,16 +23,21 @@ function keysOf(changes: SubscriptionChange[]) {
   return { externalIds: values('external_id'), emails: values('email'), phones: values('phone') }
 }
 
-/** The profiles a user key names: one for an external id, every profile having an email or phone. */
-function profilesNamedBy(key: SubscriptionChange['key'], profiles: ProfileKeys[]): number[] {
-  return profiles.filter((p) => p[key.kind] === key.value).map((p) => p.id)
+/**
+ * The profiles a user key names: one for an external id (its primary id, or a deprecated one a
+ * rename kept), every profile having an email or phone.
+ */
+function profilesNamedBy(key: SubscriptionChange['key'], profiles: ProfileKeys[], deprecatedOwner: ReadonlyMap<string, number>): number[] {
+  const named = profiles.filter((p) => p[key.kind] === key.value).map((p) => p.id)
+  const owner = key.kind === 'external_id' && named.length === 0 ? deprecatedOwner.get(key.value) : undefined
+  return owner === undefined ? named : [owner]
 }
 
 /** One row per (profile, group): the last change in job order wins. */
-function latestProfileStates(changes: SubscriptionChange[], profiles: ProfileKeys[]): ProfileGroupState[] {
+function latestProfileStates(changes: SubscriptionChange[], profiles: ProfileKeys[], deprecatedOwner: ReadonlyMap<string, number>): ProfileGroupState[] {
   const latest = new Map<string, ProfileGroupState>()
   for (const c of changes) {
-    for (const id of profilesNamedBy(c.key, profiles)) {
+    for (const id of profilesNamedBy(c.key, profiles, deprecatedOwner)) {
       latest.set(`${id}\u001f${c.subscription_group_id}`, { profile_id: id, group_id: c.subscription_group_id, state: c.subscription_state })
     }
   }
@@ -58,8 +64,11 @@ export async function applySubscriptionChanges(db: pg.PoolClient, workspaceId: s
   if (changes.length === 0) return []
   const groups = await findSubscriptionGroups(db, workspaceId, unique(changes.map((c) => c.subscription_group_id)))
   const live = changes.filter((c) => groups.has(c.subscription_group_id))
-  const profiles = await lockProfilesByKeys(db, workspaceId, keysOf(live))
-  const changed = await writeProfileGroupStates(db, latestProfileStates(live, profiles))
+  const keys = keysOf(live)
+  const deprecated = await findDeprecatedExternalIds(db, workspaceId, keys.externalIds)
+  const profiles = await lockProfilesByKeys(db, workspaceId, { ...keys, profileIds: deprecated.map((d) => d.profile_id) })
+  const deprecatedOwner = new Map(deprecated.map((d) => [d.external_id, d.profile_id]))
+  const changed = await writeProfileGroupStates(db, latestProfileStates(live, profiles, deprecatedOwner))
   await writeAddressGroupStates(db, workspaceId, latestAddressStates(live))
   await touchProfiles(db, changed)
   return changed

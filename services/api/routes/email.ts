@@ -1,7 +1,15 @@
 import type { Response } from 'express'
 import { z } from 'zod'
-import { removeFromEmailList, type EmailList } from '../../../shared/db/repositories/email-list-repository.js'
+import {
+  addToEmailList,
+  queryBounceList,
+  queryUnsubscribes,
+  removeFromEmailList,
+  type EmailList,
+  type EmailListQuery,
+} from '../../../shared/db/repositories/email-list-repository.js'
 import { EmailAddress } from '../../../shared/domain/email.js'
+import { badRequest } from '../../../shared/errors.js'
 import { noEmailProvider, type EmailProviderLists } from '../../../shared/domain/email-provider.js'
 import { ApiError } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
@@ -82,5 +90,94 @@ const removeRoute = (list: EmailList): ApiRoute<EmailDeps> => ({
   },
 })
 
-/** interface.md 4.10 to 4.12. */
-export const emailRoutes: RouteFamily<EmailDeps> = { routes: [emailStatus, removeRoute('spam'), removeRoute('bounce')] }
+/**
+ * Blocklisting an address unsubscribes it from email and marks it hard bounced (the reference's
+ * /email/blocklist, and /email/blacklist, its older name): the address joins the bounce list at
+ * once, and its `unsubscribed` state is queued like /email/status, for the profiles having it now
+ * and those getting it later.
+ */
+const blocklistRoute = (path: '/email/blocklist' | '/email/blacklist'): ApiRoute<EmailDeps> => ({
+  method: 'post',
+  path,
+  summary: path === '/email/blocklist' ? 'Unsubscribe addresses from email and mark them hard bounced' : 'The older name of /email/blocklist',
+  auth: 'api_key',
+  permission: 'email.blacklist',
+  write: true,
+  body: RemoveBody,
+  responses: { 201: '`{message: "success"}`' },
+  handle: async (req, res, deps) => {
+    const body = parseOr400(RemoveBody, req.body)
+    const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
+    const emails = [...new Set(body.email)]
+    await addToEmailList(deps.pg, request.workspaceId, 'bounce', emails)
+    const emailStateChanges = emails.map((email) => ({ email, subscription_state: 'unsubscribed' as const }))
+    await submitRequest(deps.producer, { ...request, jobs: trackChangeJobs(request, { emailStateChanges }, deps.config.TRACK_PARTITIONS) })
+    res.status(201).json({ message: 'success' })
+  },
+})
+
+const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a date YYYY-MM-DD').refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)), 'must be a valid date')
+const Count = (max: number, fallback: number) => z.coerce.number().int('must be an integer').min(0, 'must be 0 or more').max(max, `must be at most ${max}`).default(fallback)
+
+/** The query of the list endpoints, as the reference documents it. */
+const ListQuery = z.object({
+  start_date: Day.optional(),
+  end_date: Day.optional(),
+  limit: Count(500, 100).refine((n) => n > 0, 'must be at least 1'),
+  offset: Count(Number.MAX_SAFE_INTEGER, 0),
+  email: upTo50(EmailAddress, 'email addresses').optional(),
+})
+const UnsubscribesQuery = ListQuery.extend({ sort_direction: z.enum(['asc', 'desc']).default('desc') })
+
+/**
+ * Addresses win over dates, as the reference says; `end_date` is needed with `start_date` only (a
+ * query by address needs no dates). A date range runs from `start_date` 00:00 UTC
+ * through the whole of `end_date` (a range naming one day holds that day).
+ */
+function listQueryOf(q: z.infer<typeof ListQuery>, descending: boolean): EmailListQuery {
+  const page = { descending, limit: q.limit, offset: q.offset }
+  if (q.email) return { ...page, emails: q.email }
+  if (!q.start_date) throw badRequest('start_date: send start_date or email')
+  if (!q.end_date) throw badRequest('end_date: is required with start_date (YYYY-MM-DD)')
+  if (q.start_date > q.end_date) throw badRequest('start_date: must be earlier than end_date')
+  const to = new Date(Date.parse(`${q.end_date}T00:00:00Z`) + 86_400_000).toISOString()
+  return { ...page, range: { from: `${q.start_date}T00:00:00.000Z`, to } }
+}
+
+const hardBounces: ApiRoute<EmailDeps> = {
+  method: 'get',
+  path: '/email/hard_bounces',
+  summary: 'List hard-bounced addresses of a date range, or tell whether addresses bounced',
+  auth: 'api_key',
+  permission: 'email.hard_bounces',
+  query: ListQuery,
+  responses: { 200: '`{emails: [{email, hard_bounced_at}], message: "success"}`, newest first' },
+  handle: async (req, res, deps) => {
+    const q = parseOr400(ListQuery, req.query)
+    const emails = await queryBounceList(deps.pg, res.locals.auth!.workspaceId, listQueryOf(q, true))
+    res.json({ emails, message: 'success' })
+  },
+}
+
+/** The reference's form of an unsubscribe time: `2016-08-25 15:24:32 +0000`. */
+const unsubscribeTime = (d: Date) => `${d.toISOString().slice(0, 19).replace('T', ' ')} +0000`
+
+const unsubscribes: ApiRoute<EmailDeps> = {
+  method: 'get',
+  path: '/email/unsubscribes',
+  summary: 'List addresses unsubscribed from email in a date range, or tell whether addresses are',
+  auth: 'api_key',
+  permission: 'email.unsubscribe',
+  query: UnsubscribesQuery,
+  responses: { 200: '`{emails: [{email, unsubscribed_at}], message: "success"}`, newest first unless `sort_direction=asc`' },
+  handle: async (req, res, deps) => {
+    const q = parseOr400(UnsubscribesQuery, req.query)
+    const rows = await queryUnsubscribes(deps.pg, res.locals.auth!.workspaceId, listQueryOf(q, q.sort_direction === 'desc'))
+    res.json({ emails: rows.map((r) => ({ email: r.email, unsubscribed_at: unsubscribeTime(r.unsubscribed_at) })), message: 'success' })
+  },
+}
+
+/** interface.md 4.10 to 4.12, and the reference's list and blocklist endpoints (docs/subscriptions.md). */
+export const emailRoutes: RouteFamily<EmailDeps> = {
+  routes: [emailStatus, removeRoute('spam'), removeRoute('bounce'), blocklistRoute('/email/blocklist'), blocklistRoute('/email/blacklist'), hardBounces, unsubscribes],
+}

@@ -380,11 +380,35 @@ const userRoutes = withAuth<ScimDeps>('scim', [
   },
 ])
 
-/** Any other path under /scim/v2, authenticated and counted like the rest, answers a SCIM 404. */
-function noSuchEndpoint(req: Request): never {
-  const path = req.originalUrl.split('?')[0]
-  const unsupported = /^\/scim\/v2\/(Groups|Bulk|Me)(\/|$)/i.test(path) ? ': this service provides Users only (no Groups, Bulk or /Me; see /scim/v2/ServiceProviderConfig)' : ''
-  throw scimError(404, `no such SCIM endpoint: ${req.method} ${path}${unsupported}`)
+/** Each SCIM resource path as a pattern, with the methods it allows (HEAD goes with GET, as Express answers it). */
+function allowedMethods(routes: { method: string; path: string }[]): { pattern: RegExp; methods: string[] }[] {
+  const byPath = new Map<string, Set<string>>()
+  for (const r of routes) byPath.set(r.path, (byPath.get(r.path) ?? new Set()).add(r.method.toUpperCase()))
+  const order = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']
+  return [...byPath].map(([path, methods]) => {
+    if (methods.has('GET')) methods.add('HEAD')
+    return {
+      pattern: new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:\w+/g, '[^/]+')}/?$`, 'i'),
+      methods: order.filter((m) => methods.has(m)),
+    }
+  })
+}
+
+/**
+ * Any other request under /scim/v2, authenticated and counted like the rest: a method a resource
+ * does not allow is a SCIM 405 with an Allow header (RFC 7231 6.5.5), any other path a SCIM 404.
+ */
+function noSuchEndpoint(resources: { pattern: RegExp; methods: string[] }[]) {
+  return (req: Request, res: Response): never => {
+    const path = req.originalUrl.split('?')[0]
+    const resource = resources.find((r) => r.pattern.test(path))
+    if (resource) {
+      res.setHeader('Allow', resource.methods.join(', '))
+      throw scimError(405, `${req.method} is not allowed on ${path}; allowed: ${resource.methods.join(', ')}`)
+    }
+    const unsupported = /^\/scim\/v2\/(Groups|Bulk|Me)(\/|$)/i.test(path) ? ': this service provides Users only (no Groups, Bulk or /Me; see /scim/v2/ServiceProviderConfig)' : ''
+    throw scimError(404, `no such SCIM endpoint: ${req.method} ${path}${unsupported}`)
+  }
 }
 
 /**
@@ -394,5 +418,5 @@ function noSuchEndpoint(req: Request): never {
  */
 export const scimUserRoutes: RouteFamily<ScimDeps> = {
   routes: [...scimDiscoveryRoutes, ...userRoutes],
-  rest: { path: ScimBasePath, auth: 'scim', handler: () => noSuchEndpoint },
+  rest: { path: ScimBasePath, auth: 'scim', handler: () => noSuchEndpoint(allowedMethods([...scimDiscoveryRoutes, ...userRoutes])) },
 }

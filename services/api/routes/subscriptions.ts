@@ -4,6 +4,7 @@ import { findSubscriptionGroups, type SubscriptionGroup } from '../../../shared/
 import {
   readGroupStatesByAddress,
   readGroupStatesByExternalId,
+  readUserGroupStates,
   type GroupState,
 } from '../../../shared/db/repositories/subscription-state-repository.js'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
@@ -253,5 +254,47 @@ const getStatus: ApiRoute<SubscriptionDeps> = {
   },
 }
 
-/** interface.md 4.7 to 4.9. */
-export const subscriptionRoutes: RouteFamily<SubscriptionDeps> = { routes: [setStatusV1, setStatusV2, getStatus] }
+/** The users to list, by any of their keys, and one page of them: the reference's default (and largest) page is 100. */
+const UserStatusQuery = z
+  .object({
+    external_id: upTo50(ExternalId, 'external ids').optional(),
+    email: upTo50(EmailAddress, 'email addresses').optional(),
+    phone: upTo50(PhoneNumber, 'phone numbers').optional(),
+    limit: z.coerce.number().int('must be an integer').min(1, 'must be at least 1').max(100, 'must be at most 100').default(100),
+    offset: z.coerce.number().int('must be an integer').min(0, 'must be 0 or more').default(0),
+  })
+  .refine((q) => q.external_id || q.email || q.phone, { message: 'send external_id, email or phone (1 to 50 of them)', path: ['external_id'] })
+
+/**
+ * GET /subscription/user/status: every user any key names (several users sharing an email are
+ * each listed), in a stable order, with the groups each has a state in; read from Postgres at once.
+ */
+const userStatus: ApiRoute<SubscriptionDeps> = {
+  method: 'get',
+  path: '/subscription/user/status',
+  summary: "List users' subscription groups and their states",
+  auth: 'api_key',
+  permission: 'subscription.groups.get',
+  query: UserStatusQuery,
+  responses: {
+    200: '`{users: [{external_id, email, phone, subscription_groups: [{id, name, channel, status}]}], total_count, message: "success"}`',
+  },
+  handle: async (req, res, deps) => {
+    const q = parseOr400(UserStatusQuery, req.query)
+    const keys = { externalIds: q.external_id ?? [], emails: q.email ?? [], phones: q.phone ?? [] }
+    const { total, users } = await readUserGroupStates(deps.pg, res.locals.auth!.workspaceId, keys, { limit: q.limit, offset: q.offset })
+    res.json({
+      users: users.map((u) => ({
+        email: u.email,
+        phone: u.phone,
+        external_id: u.external_id,
+        subscription_groups: u.groups.map((g) => ({ id: g.id, name: g.name, channel: g.channel, status: StateLabel[g.state] })),
+      })),
+      total_count: total,
+      message: 'success',
+    })
+  },
+}
+
+/** interface.md 4.7 to 4.9, and the reference's list of a user's groups (docs/subscriptions.md). */
+export const subscriptionRoutes: RouteFamily<SubscriptionDeps> = { routes: [setStatusV1, setStatusV2, getStatus, userStatus] }

@@ -93,7 +93,7 @@ export function parseMergeUpdates(body: unknown): MergeOperation[] {
   })
 }
 
-const ExternalId = z.string().min(1).max(512)
+export const ExternalId = z.string().min(1).max(512)
 
 export const IdentifyBody = z
   .object({
@@ -137,16 +137,19 @@ export const DeleteBody = z
     external_ids: z.array(ExternalId).optional(),
     user_aliases: z.array(UserAlias).optional(),
     service_ids: z.array(z.string().min(1).max(512)).optional(),
+    // The reference's name of the service's own profile ids (interface.md writes it service_id).
+    braze_ids: z.array(z.string().min(1).max(512)).optional(),
     email_addresses: z.array(z.object({ email: EmailAddress, prioritization: Prioritization }).strict()).optional(),
   })
   .strict()
 
-const DELETE_LISTS = ['external_ids', 'user_aliases', 'service_ids', 'email_addresses'] as const
+const DELETE_LISTS = ['external_ids', 'user_aliases', 'service_ids', 'braze_ids', 'email_addresses'] as const
 
 function deleteTargets(body: z.infer<typeof DeleteBody>): { inputArray: DeleteOperation['inputArray']; user: IdentityTarget }[] {
   if (body.external_ids) return body.external_ids.map((value) => ({ inputArray: 'external_ids', user: { kind: 'external_id', value } }))
   if (body.user_aliases) return body.user_aliases.map((a) => ({ inputArray: 'user_aliases', user: { kind: 'user_alias', ...a } }))
   if (body.service_ids) return body.service_ids.map((value) => ({ inputArray: 'service_ids', user: { kind: 'service_id', value } }))
+  if (body.braze_ids) return body.braze_ids.map((value) => ({ inputArray: 'braze_ids', user: { kind: 'service_id', value } }))
   return (body.email_addresses ?? []).map((e) => ({
     inputArray: 'email_addresses',
     user: { kind: 'email', value: e.email, prioritization: e.prioritization },
@@ -175,18 +178,22 @@ export function parseDelete(body: unknown): DeleteOperation[] {
 }
 
 /** Blocked ids for /users/identify, and the queues. */
-type IdentityDeps = Pick<ApiDeps, 'producer' | 'workspaces'>
+export type IdentityDeps = Pick<ApiDeps, 'producer' | 'workspaces'>
 
 /**
  * Queues the request's operations as one identity job (the worker applies them in order, and
  * batches the jobs waiting behind it); `acceptedAt` lets it apply earlier track work first.
  */
-async function submitOperations(deps: IdentityDeps, locals: { workspaceId: string; requestId: string }, operations: IdentityOperation[]) {
-  const job: QueuedJob = {
-    name: 'applyIdentityChange',
-    data: { workspaceId: locals.workspaceId, requestId: locals.requestId, acceptedAt: Date.now(), operations },
-  }
-  await submitRequest(deps.producer, { ...locals, jobs: [job] })
+export async function submitOperations(
+  deps: Pick<IdentityDeps, 'producer'>,
+  locals: { workspaceId: string; requestId: string },
+  operations: IdentityOperation[],
+  otherJobs: QueuedJob[] = [],
+) {
+  const jobs: QueuedJob[] = operations.length
+    ? [{ name: 'applyIdentityChange', data: { workspaceId: locals.workspaceId, requestId: locals.requestId, acceptedAt: Date.now(), operations } }]
+    : []
+  await submitRequest(deps.producer, { ...locals, jobs: [...otherJobs, ...jobs] })
 }
 
 const merge: ApiRoute<IdentityDeps> = {

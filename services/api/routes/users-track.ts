@@ -40,7 +40,7 @@ const TrackBodyDocument = trackBody({ attributes: AttributeObject, events: Event
 type TrackError = ObjectError<'invalid_object' | 'invalid_field', TrackInputArray>
 
 /** A full backlog answers 429 with a Retry-After; nothing was enqueued. */
-function backlogFull(e: BacklogFullError, res: Response, deps: TrackDeps): ApiError {
+export function backlogFull(e: BacklogFullError, res: Response, deps: Pick<TrackDeps, 'metrics'>): ApiError {
   res.setHeader('Retry-After', String(e.retryAfterSeconds))
   deps.metrics.rateLimited.inc({ bucket: 'track_backlog' })
   const whose = e.refusal.scope === 'workspace' ? "this workspace's" : "the service's"

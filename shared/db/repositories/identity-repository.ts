@@ -36,3 +36,22 @@ export async function copyMissingSubscriptions(db: Queryable, pairs: MergePair[]
     pairParams(pairs),
   )
 }
+
+/** An alias renamed under its label (/users/alias/update). */
+export interface AliasRename {
+  alias_label: string
+  old_alias_name: string
+  new_alias_name: string
+}
+
+/** Renames aliases one after the other, in the order given: a later rename may take a name an earlier one freed. */
+export async function renameAliases(db: Queryable, workspaceId: string, renames: AliasRename[]): Promise<void> {
+  for (const r of renames) {
+    await query(
+      db,
+      'renameAlias',
+      'UPDATE profile_aliases SET alias_name = $4 WHERE workspace_id = $1 AND alias_label = $2 AND alias_name = $3',
+      [workspaceId, r.alias_label, r.old_alias_name, r.new_alias_name],
+    )
+  }
+}

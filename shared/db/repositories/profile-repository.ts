@@ -89,6 +89,8 @@ export interface ProfileLookup {
 export interface LockedProfiles {
   byId: Map<number, ProfileRow>
   aliasOwner: Map<string, number>
+  /** Deprecated external id -> the profile it still names (/users/external_ids/rename), where read. */
+  deprecatedOwner?: Map<string, number>
 }
 
 export const aliasKey = (label: string, name: string) => `${label}\u001f${name}`

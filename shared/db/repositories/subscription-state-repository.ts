@@ -35,15 +35,15 @@ export interface AddressEmailState {
 export async function lockProfilesByKeys(
   db: Queryable,
   workspaceId: string,
-  keys: { externalIds: string[]; emails: string[]; phones: string[] },
+  keys: { externalIds: string[]; emails: string[]; phones: string[]; profileIds?: number[] },
 ): Promise<ProfileKeys[]> {
   const r = await query<ProfileKeys>(
     db,
     'lockProfilesByKeys',
     `SELECT id, external_id, email, phone FROM profiles
-      WHERE workspace_id = $1 AND (external_id = ANY($2::text[]) OR email = ANY($3::text[]) OR phone = ANY($4::text[]))
+      WHERE workspace_id = $1 AND (external_id = ANY($2::text[]) OR email = ANY($3::text[]) OR phone = ANY($4::text[]) OR id = ANY($5::bigint[]))
       ORDER BY id FOR UPDATE`,
-    [workspaceId, keys.externalIds, keys.emails, keys.phones],
+    [workspaceId, keys.externalIds, keys.emails, keys.phones, keys.profileIds ?? []],
   )
   return r.rows
 }
@@ -179,7 +179,11 @@ export async function readGroupStatesByExternalId(
     'readGroupStatesByExternalId',
     `SELECT p.external_id AS key, s.state FROM profiles p
        JOIN profile_subscriptions s ON s.profile_id = p.id AND s.group_id = $2
-      WHERE p.workspace_id = $1 AND p.external_id = ANY($3::text[])`,
+      WHERE p.workspace_id = $1 AND p.external_id = ANY($3::text[])
+     UNION ALL
+     SELECT d.external_id, s.state FROM deprecated_external_ids d
+       JOIN profile_subscriptions s ON s.profile_id = d.profile_id AND s.group_id = $2
+      WHERE d.workspace_id = $1 AND d.external_id = ANY($3::text[])`,
     [workspaceId, groupId, externalIds],
   )
   return new Map(r.rows.map((x) => [x.key, x.state]))
@@ -215,4 +219,42 @@ export async function readGroupStatesByAddress(
     [workspaceId, groupId, addresses],
   )
   return new Map(r.rows.map((x) => [x.key, x.state]))
+}
+
+/** A user of /subscription/user/status: its keys and the groups it has a state in. */
+export interface UserGroupStates {
+  external_id: string | null
+  email: string | null
+  phone: string | null
+  groups: { id: string; name: string; channel: string; state: GroupState }[]
+}
+
+/**
+ * The users any of the keys names (an external id as a primary or a deprecated id), in id order,
+ * one page of them with each one's group states, and how many there are in all.
+ */
+export async function readUserGroupStates(
+  db: Queryable,
+  workspaceId: string,
+  keys: { externalIds: string[]; emails: string[]; phones: string[] },
+  page: { limit: number; offset: number },
+): Promise<{ total: number; users: UserGroupStates[] }> {
+  const r = await query<{ total: number; users: UserGroupStates[] | null }>(
+    db,
+    'readUserGroupStates',
+    `WITH matched AS (
+       SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2::text[])
+       UNION SELECT profile_id FROM deprecated_external_ids WHERE workspace_id = $1 AND external_id = ANY($2::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND email = ANY($3::text[])
+       UNION SELECT id FROM profiles WHERE workspace_id = $1 AND phone = ANY($4::text[])
+     ), paged AS (SELECT id FROM matched ORDER BY id LIMIT $5 OFFSET $6)
+     SELECT (SELECT count(*) FROM matched)::int AS total,
+            (SELECT json_agg(json_build_object('external_id', p.external_id, 'email', p.email, 'phone', p.phone, 'groups',
+                      (SELECT coalesce(json_agg(json_build_object('id', g.id, 'name', g.name, 'channel', g.channel, 'state', s.state) ORDER BY g.name, g.id), '[]')
+                         FROM profile_subscriptions s JOIN subscription_groups g ON g.id = s.group_id WHERE s.profile_id = p.id))
+                    ORDER BY p.id)
+               FROM paged JOIN profiles p ON p.id = paged.id) AS users`,
+    [workspaceId, keys.externalIds, keys.emails, keys.phones, page.limit, page.offset],
+  )
+  return { total: r.rows[0].total, users: r.rows[0].users ?? [] }
 }

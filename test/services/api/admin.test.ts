@@ -87,7 +87,7 @@ describe('operator API', () => {
       endpoints: { '/users/merge': { limit: 7, window_seconds: 30 } },
     })
     expect(rl.status).toBe(200)
-    expect(rl.body.in_force['/users/identity']).toEqual({ paths: ['/users/merge', '/users/identify', '/users/delete'], limit: 7, window_seconds: 30 })
+    expect(rl.body.in_force['/users/identity']).toEqual({ paths: ['/users/merge', '/users/identify', '/users/delete', '/users/alias/new', '/users/alias/update'], limit: 7, window_seconds: 30 })
     expect(rl.body.in_force.default.limit).toBe(1000)
     expect(rl.body.in_force['/users/track']).toMatchObject({ limit: 3000, window_seconds: 3 })
     const bad = await env.admin('PUT', `/admin/v1/workspaces/${ws.id}/rate_limits`, { endpoints: { '/nope': { limit: 1, window_seconds: 1 } } })

@@ -280,3 +280,73 @@ describe('permissions', () => {
     }
   })
 })
+
+describe('POST /email/blocklist and /email/blacklist', () => {
+  it('unsubscribes the address and lists it hard bounced, for a profile having it now and one getting it later', async () => {
+    const w = await env.workspace()
+    await env.writeAndWait(w.key, '/users/track', { attributes: [{ external_id: 'bl-1', email: 'bl1@example.com', email_subscribe: 'subscribed' }] })
+    for (const path of ['/email/blocklist', '/email/blacklist']) {
+      const email = path === '/email/blocklist' ? 'BL1@example.com' : ['bl2@example.com']
+      const r = await env.call('POST', path, { key: w.key, body: { email } })
+      expect(r.status, r.text).toBe(201)
+      expect(r.body).toEqual({ message: 'success' })
+      await env.waitForRequest(w.key, r.headers.get('x-request-id')!)
+    }
+    const read = (email: string) => env.readUsers(w.key, { email_address: email, fields_to_export: ['external_id', 'email_subscribe'] })
+    expect((await read('bl1@example.com')).users).toEqual([{ external_id: 'bl-1', email_subscribe: 'unsubscribed' }])
+    await env.writeAndWait(w.key, '/users/track', { attributes: [{ external_id: 'bl-2', email: 'bl2@example.com' }] })
+    expect((await read('bl2@example.com')).users).toEqual([{ external_id: 'bl-2', email_subscribe: 'unsubscribed' }])
+    const bounced = await env.call('GET', '/email/hard_bounces?email=bl1@example.com&email=bl2@example.com', { key: w.key })
+    expect(bounced.body.emails.map((e: any) => e.email).sort()).toEqual(['bl1@example.com', 'bl2@example.com'])
+    const other = await env.workspace(['email.status'])
+    expect((await env.call('POST', '/email/blacklist', { key: other.key, body: { email: 'x@example.com' } })).status).toBe(403)
+  })
+})
+
+describe('GET /email/hard_bounces and /email/unsubscribes', () => {
+  const today = new Date().toISOString().slice(0, 10)
+  const days = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10)
+
+  it('lists bounces of a date range newest first, pages them, and answers by address', async () => {
+    const w = await env.workspace()
+    const bounce = (emails: string[]) => env.admin('POST', `/admin/v1/workspaces/${w.id}/email_bounce_list`, { emails })
+    expect((await bounce(['hb1@example.com'])).status).toBe(200)
+    await new Promise((r) => setTimeout(r, 20))
+    await bounce(['hb2@example.com'])
+    const list = (query: string) => env.call('GET', `/email/hard_bounces?${query}`, { key: w.key })
+    const all = await list(`start_date=${today}&end_date=${today}`)
+    expect(all.status, all.text).toBe(200)
+    expect(all.body.message).toBe('success')
+    expect(all.body.emails.map((e: any) => e.email)).toEqual(['hb2@example.com', 'hb1@example.com'])
+    expect(all.body.emails[0].hard_bounced_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    expect((await list(`start_date=${today}&end_date=${today}&limit=1&offset=1`)).body.emails.map((e: any) => e.email)).toEqual(['hb1@example.com'])
+    expect((await list(`start_date=${days(-3)}&end_date=${days(-1)}`)).body.emails).toEqual([])
+    expect((await list('email=HB1@example.com')).body.emails.map((e: any) => e.email)).toEqual(['hb1@example.com'])
+    expect((await list(`end_date=${today}`)).body.message).toBe('start_date: send start_date or email')
+    expect((await list(`start_date=${today}&end_date=${days(-1)}`)).body.message).toBe('start_date: must be earlier than end_date')
+    expect((await list(`start_date=${today}&end_date=${today}&limit=501`)).body.message).toBe('limit: must be at most 500')
+    expect((await list('start_date=yesterday&end_date=today')).status).toBe(400)
+  })
+
+  it('lists unsubscribed addresses, by /email/status and by a profile, in either order', async () => {
+    const w = await env.workspace()
+    const status = (email: string, state: string) => env.writeAndWait(w.key, '/email/status', { email, subscription_state: state })
+    await status('un1@example.com', 'unsubscribed')
+    await new Promise((r) => setTimeout(r, 1100))
+    await env.writeAndWait(w.key, '/users/track', { attributes: [{ external_id: 'un-2', email: 'un2@example.com', email_subscribe: 'unsubscribed' }] })
+    await status('sub@example.com', 'subscribed')
+    const list = (query: string) => env.call('GET', `/email/unsubscribes?${query}`, { key: w.key })
+    const desc = await list(`start_date=${today}&end_date=${today}`)
+    expect(desc.status, desc.text).toBe(200)
+    expect(desc.body.emails.map((e: any) => e.email)).toEqual(['un2@example.com', 'un1@example.com'])
+    expect(desc.body.emails[0].unsubscribed_at).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+0000$/)
+    expect((await list(`start_date=${today}&end_date=${today}&sort_direction=asc`)).body.emails.map((e: any) => e.email)).toEqual([
+      'un1@example.com',
+      'un2@example.com',
+    ])
+    expect((await list('email=sub@example.com')).body.emails).toEqual([])
+    expect((await list('email=un1@example.com')).body.emails.map((e: any) => e.email)).toEqual(['un1@example.com'])
+    const other = await env.workspace(['email.hard_bounces'])
+    expect((await env.call('GET', '/email/unsubscribes?email=a@example.com', { key: other.key })).status).toBe(403)
+  })
+})

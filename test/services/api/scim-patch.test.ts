@@ -132,6 +132,17 @@ describe('PATCH /scim/v2/Users/{id}', () => {
     expect(on.body.active).toBe(true)
   })
 
+  it('a remove of active leaves it unassigned: its default, an active account (RFC 7644 3.5.2.2)', async () => {
+    const user = await create('remove-active@example.com', { active: false })
+    expect((await read(user.id)).active).toBe(false)
+    const r = await patch(user.id, [{ op: 'remove', path: 'active' }])
+    expect(r.status, r.text).toBe(200)
+    expect(r.body.active).toBe(true)
+    expect((await read(user.id)).active).toBe(true)
+    // Another remove leaves the user as it is.
+    expect((await patch(user.id, [{ op: 'remove', path: 'displayName' }])).body.active).toBe(true)
+  })
+
   it('applies the operations Entra ID sends: capitalised ops, attribute paths, value filters, "False"', async () => {
     const user = await create('entra@example.com', { emails: [] })
     const r = await scim('PATCH', `/scim/v2/Users/${user.id}`, {

@@ -447,6 +447,25 @@ describe('GET, PUT and DELETE /scim/v2/Users/{id}', () => {
     expect((await scim('POST', '/scim/v2/Users', { body: newUser('leaving@example.com') })).status).toBe(201)
   })
 
+  it('a method a SCIM resource does not allow answers a SCIM 405 with an Allow header', async () => {
+    const created = await scim('POST', '/scim/v2/Users', { body: newUser('methods@example.com') })
+    const cases: [string, string, string][] = [
+      ['PATCH', '/scim/v2/Users', 'GET, HEAD, POST'],
+      ['DELETE', '/scim/v2/Users', 'GET, HEAD, POST'],
+      ['POST', `/scim/v2/Users/${created.body.id}`, 'GET, HEAD, PUT, PATCH, DELETE'],
+      ['PUT', '/scim/v2/ServiceProviderConfig', 'GET, HEAD'],
+      ['DELETE', '/scim/v2/Schemas', 'GET, HEAD'],
+      ['POST', '/scim/v2/ResourceTypes/User', 'GET, HEAD'],
+    ]
+    for (const [method, path, allow] of cases) {
+      const r = await scim(method, path, { body: method === 'DELETE' ? undefined : {} })
+      expectScimError(r, 405)
+      expect(r.headers.get('allow'), `${method} ${path}`).toBe(allow)
+    }
+    // The user is untouched.
+    expect((await scim('GET', `/scim/v2/Users/${created.body.id}`)).status).toBe(200)
+  })
+
   it('Groups, Bulk and other SCIM paths answer a SCIM 404 saying what is provided', async () => {
     for (const path of ['/scim/v2/Groups', `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "Admins"')}`, '/scim/v2/Bulk', '/scim/v2/Me']) {
       const r = await scim('GET', path)

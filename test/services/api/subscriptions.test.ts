@@ -358,3 +358,60 @@ describe('permissions', () => {
     expect((await get('subscription_group_id=g&external_id[]=a', withoutSet.key)).status).toBe(400)
   })
 })
+
+describe('GET /subscription/user/status', () => {
+  const userStatus = (query: string, key = ws.key) => env.call('GET', `/subscription/user/status?${query}`, { key })
+
+  it("lists each user's groups with their states, by external id, email or phone, one page at a time", async () => {
+    await trackAndWait({
+      attributes: [
+        { external_id: 'us-1', email: 'us-shared@example.com', phone: '+14155550901' },
+        { external_id: 'us-2', email: 'us-shared@example.com' },
+        { external_id: 'us-3' },
+      ],
+    })
+    await setAndWait({ subscription_group_id: emailGroup, subscription_state: 'subscribed', external_id: ['us-1', 'us-2'] })
+    await setAndWait({ subscription_group_id: smsGroup, subscription_state: 'unsubscribed', external_id: ['us-1'] })
+
+    const byId = await userStatus('external_id=us-1')
+    expect(byId.status, byId.text).toBe(200)
+    expect(byId.body).toEqual({
+      users: [
+        {
+          email: 'us-shared@example.com',
+          phone: '+14155550901',
+          external_id: 'us-1',
+          subscription_groups: [
+            { id: emailGroup, name: 'newsletter', channel: 'email', status: 'Subscribed' },
+            { id: smsGroup, name: 'sms-alerts', channel: 'sms', status: 'Unsubscribed' },
+          ],
+        },
+      ],
+      total_count: 1,
+      message: 'success',
+    })
+    // Users sharing an email are each listed; a user with no state has no groups.
+    const byEmail = await userStatus('email=US-Shared@example.com')
+    expect(byEmail.body.users.map((u: any) => u.external_id).sort()).toEqual(['us-1', 'us-2'])
+    // Pages follow one stable order (profile creation), so two pages hold every user once.
+    const page = (offset: number) => userStatus(`external_id[]=us-1&external_id[]=us-2&external_id[]=us-3&limit=2&offset=${offset}`)
+    const [first, second] = [await page(0), await page(2)]
+    expect(first.body.total_count).toBe(3)
+    expect(second.body.users).toHaveLength(1)
+    const listed = [...first.body.users, ...second.body.users].map((u: any) => [u.external_id, u.subscription_groups.length])
+    expect(listed.sort()).toEqual([
+      ['us-1', 2],
+      ['us-2', 1],
+      ['us-3', 0],
+    ])
+    expect((await userStatus(`phone=${encodeURIComponent('+1 415 555 0901')}`)).body.users.map((u: any) => u.external_id)).toEqual(['us-1'])
+  })
+
+  it('refuses no key, 51 keys and a page over 100, and needs subscription.groups.get', async () => {
+    expect((await userStatus('limit=5')).body.message).toBe('external_id: send external_id, email or phone (1 to 50 of them)')
+    expect((await userStatus(q('external_id', ids('x', 51)))).body.message).toBe('external_id: must hold at most 50 external ids per request')
+    expect((await userStatus('external_id=a&limit=101')).body.message).toBe('limit: must be at most 100')
+    const other = await env.workspace(['subscription.status.get'])
+    expect((await userStatus('external_id=a', other.key)).status).toBe(403)
+  })
+})

@@ -201,6 +201,10 @@ describe('POST /users/delete', () => {
     }
   })
 
+  it("accepts braze_ids, the reference's name of service_ids", async () => {
+    expect((await post('/users/delete', { braze_ids: ['x', 'y'] })).body).toEqual({ deleted: 2, message: 'success' })
+  })
+
   it('queues a repeated identifier once', async () => {
     expect((await post('/users/delete', { external_ids: ['a', 'a', 'b'] })).body).toEqual({ deleted: 2, message: 'success' })
   })
@@ -215,10 +219,11 @@ describe('POST /users/delete', () => {
 
   it('refuses more than one kind of list, none, unknown lists and emails without prioritization', async () => {
     const cases: [unknown, string][] = [
-      [{ external_ids: ['a'], service_ids: ['b'] }, 'a request carries one kind of identifier list: send only one of external_ids, user_aliases, service_ids, email_addresses (got external_ids, service_ids)'],
-      [{}, 'name at least one user to delete in one of external_ids, user_aliases, service_ids, email_addresses'],
+      [{ external_ids: ['a'], service_ids: ['b'] }, 'a request carries one kind of identifier list: send only one of external_ids, user_aliases, service_ids, braze_ids, email_addresses (got external_ids, service_ids)'],
+      [{}, 'name at least one user to delete in one of external_ids, user_aliases, service_ids, braze_ids, email_addresses'],
       [{ external_ids: [] }, 'name at least one user to delete'],
-      [{ braze_ids: ['x'] }, 'body: Unrecognized key'],
+      [{ service_ids: ['x'], braze_ids: ['x'] }, 'a request carries one kind of identifier list'],
+      [{ device_ids: ['x'] }, 'body: Unrecognized key'],
       [{ email_addresses: [{ email: 'a@example.com' }] }, `email_addresses.0.prioritization: ${PRIORITIZATION}`],
       [{ email_addresses: [{ email: `${'a'.repeat(243)}@example.com`, prioritization: ['identified'] }] }, 'email_addresses.0.email: must be at most 254 characters'],
       [{ email_addresses: ['a@example.com'] }, 'email_addresses.0:'],

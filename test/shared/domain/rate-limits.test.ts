@@ -4,9 +4,13 @@ import { bucketFor, RateLimitedPaths } from '../../../shared/domain/rate-limits.
 describe('bucketFor', () => {
   it('gives the documented default of each bucket', () => {
     expect(bucketFor('/users/track', {})).toEqual({ name: '/users/track', limit: 3000, windowSeconds: 3 })
-    for (const p of ['/users/merge', '/users/identify', '/users/delete']) {
+    for (const p of ['/users/merge', '/users/identify', '/users/delete', '/users/alias/new', '/users/alias/update']) {
       expect(bucketFor(p, {})).toEqual({ name: '/users/identity', limit: 20_000, windowSeconds: 60 })
     }
+    for (const p of ['/users/external_ids/rename', '/users/external_ids/remove']) {
+      expect(bucketFor(p, {})).toEqual({ name: '/users/external_ids', limit: 1000, windowSeconds: 60 })
+    }
+    expect(bucketFor('/users/track/sync', {})).toEqual({ name: '/users/track/sync', limit: 500, windowSeconds: 60 })
     for (const p of ['/subscription/status/set', '/v2/subscription/status/set']) {
       expect(bucketFor(p, {})).toEqual({ name: '/subscription/status/set', limit: 5000, windowSeconds: 60 })
     }
@@ -14,7 +18,8 @@ describe('bucketFor', () => {
   })
 
   it('puts every other endpoint in the shared default of 250,000 an hour', () => {
-    for (const p of ['/users/export/segment', '/subscription/status/get', '/email/status', '/requests/abc', '/anything']) {
+    const reads = ['/subscription/user/status', '/email/hard_bounces', '/email/unsubscribes', '/email/blocklist', '/email/blacklist']
+    for (const p of ['/users/export/segment', '/subscription/status/get', '/email/status', '/requests/abc', '/anything', ...reads]) {
       expect(bucketFor(p, {})).toEqual({ name: 'default', limit: 250_000, windowSeconds: 3600 })
       expect(RateLimitedPaths).not.toContain(p)
     }
@@ -50,6 +55,11 @@ describe('bucketFor', () => {
         '/users/merge',
         '/users/track',
         '/v2/subscription/status/set',
+        '/users/alias/new',
+        '/users/alias/update',
+        '/users/external_ids/rename',
+        '/users/external_ids/remove',
+        '/users/track/sync',
       ].sort(),
     )
   })
