@@ -111,7 +111,7 @@ const blocklistRoute = (path: '/email/blocklist' | '/email/blacklist'): ApiRoute
     const emails = [...new Set(body.email)]
     await addToEmailList(deps.pg, request.workspaceId, 'bounce', emails)
     const emailStateChanges = emails.map((email) => ({ email, subscription_state: 'unsubscribed' as const }))
-    await submitRequest(deps.producer, { ...request, jobs: trackChangeJobs(request, { emailStateChanges }, deps.config.TRACK_PARTITIONS) })
+    await submitRequest(deps.producer, { ...request, jobs: (layout: TrackLayout) => trackChangeJobs(request, { emailStateChanges }, layout.partitions) })
     res.status(201).json({ message: 'success' })
   },
 })

@@ -1,10 +1,10 @@
 import { z } from 'zod'
 import { UserAlias } from '../../../shared/domain/track-validation.js'
 import { badRequest } from '../../../shared/errors.js'
+import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
 import type { AliasNewOperation, AliasUpdateOperation } from '../../../shared/queue/identity-jobs.js'
 import type { AttributeOp } from '../../../shared/queue/track-jobs.js'
-import type { Config } from '../../../shared/config.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { parseOr400 } from '../validation.js'
 import { ExternalId, submitOperations, type IdentityDeps } from './users-identity.js'
@@ -32,7 +32,7 @@ export const AliasUpdateBody = z
   })
   .strict()
 
-type AliasDeps = IdentityDeps & { config: Pick<Config, 'TRACK_PARTITIONS'> }
+type AliasDeps = IdentityDeps
 
 /**
  * An alias without an external id creates an alias-only user: the attributes object that
@@ -67,7 +67,8 @@ const aliasNew: ApiRoute<AliasDeps> = {
     if (await deps.workspaces.anyBlocked(workspaceId, toUsers.map((op) => op.externalId))) {
       throw badRequest('provided external_id is blacklisted and disallowed')
     }
-    const trackJobs = aliasOnly.length ? trackRequestJobs({ workspaceId, requestId }, { attributes: aliasOnly, events: [], purchases: [] }, deps.config.TRACK_PARTITIONS) : []
+    const trackJobs = (layout: TrackLayout) =>
+      aliasOnly.length ? trackRequestJobs({ workspaceId, requestId }, { attributes: aliasOnly, events: [], purchases: [] }, layout.partitions) : []
     await submitOperations(deps, { workspaceId, requestId }, toUsers, trackJobs)
     res.status(201).json({ aliases_processed: body.user_aliases.length, message: 'success' })
   },

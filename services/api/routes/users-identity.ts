@@ -5,6 +5,7 @@ import { toE164 } from '../../../shared/domain/phone.js'
 import { Prioritization, prioritizationProblem, type Priority } from '../../../shared/domain/prioritization.js'
 import { UserAlias } from '../../../shared/domain/track-validation.js'
 import { badRequest } from '../../../shared/errors.js'
+import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import { submitRequest, type QueuedJob } from '../../../shared/queue/jobs.js'
 import type { DeleteOperation, IdentifyOperation, IdentityOperation, IdentityTarget, MergeOperation } from '../../../shared/queue/identity-jobs.js'
 import type { ApiDeps } from '../deps.js'
@@ -188,12 +189,13 @@ export async function submitOperations(
   deps: Pick<IdentityDeps, 'producer'>,
   locals: { workspaceId: string; requestId: string },
   operations: IdentityOperation[],
-  otherJobs: QueuedJob[] = [],
+  /** Track work of the same request, routed for the layout in force. */
+  trackJobs: (layout: TrackLayout) => QueuedJob[] = () => [],
 ) {
   const jobs: QueuedJob[] = operations.length
     ? [{ name: 'applyIdentityChange', data: { workspaceId: locals.workspaceId, requestId: locals.requestId, acceptedAt: Date.now(), operations } }]
     : []
-  await submitRequest(deps.producer, { ...locals, jobs: [...otherJobs, ...jobs] })
+  await submitRequest(deps.producer, { ...locals, jobs: (layout) => [...trackJobs(layout), ...jobs] })
 }
 
 const merge: ApiRoute<IdentityDeps> = {

@@ -6,6 +6,7 @@ import { identifierKey, type Identifier } from '../../../shared/domain/identifie
 import { AttributeObject, EventObject, PurchaseObject } from '../../../shared/domain/track-objects.js'
 import { ApiError } from '../../../shared/errors.js'
 import { BacklogFullError, submitRequest } from '../../../shared/queue/jobs.js'
+import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
 import type { Config } from '../../../shared/config.js'
 import type { ApiDeps } from '../deps.js'
@@ -43,7 +44,7 @@ function syncBodyOf(raw: unknown): Lists {
 }
 
 type SyncDeps = Pick<ApiDeps, 'workspaces' | 'producer' | 'tracker' | 'pg' | 'clickhouseReads' | 'metrics'> & {
-  config: Pick<Config, 'TRACK_PARTITIONS' | 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE' | 'SYNC_WAIT_MS'>
+  config: Pick<Config, 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE' | 'SYNC_WAIT_MS'>
 }
 
 /** How the answer names the user: the identifier as the request sent it. */
@@ -121,7 +122,7 @@ const trackSync: ApiRoute<SyncDeps> = {
     if (!user) throw fatal('attributes: /users/track/sync needs a user identifier (push_token_import is not supported here)')
     if (identifiers.some((id) => !id || identifierKey(id) !== identifierKey(user))) throw fatal('every object of a /users/track/sync request must name the same user')
 
-    const jobs = trackRequestJobs({ workspaceId, requestId }, { attributes, events, purchases }, deps.config.TRACK_PARTITIONS)
+    const jobs = (layout: TrackLayout) => trackRequestJobs({ workspaceId, requestId }, { attributes, events, purchases }, layout.partitions)
     const backlogBound = { all: deps.config.TRACK_BACKLOG_MAX_OBJECTS, workspace: deps.config.TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE }
     try {
       await submitRequest(deps.producer, { workspaceId, requestId, jobs, backlogBound })
