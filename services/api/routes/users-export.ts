@@ -4,8 +4,10 @@ import { z } from 'zod'
 import { createExport, failExport, type ExportRequest } from '../../../shared/db/repositories/export-repository.js'
 import { getSegment } from '../../../shared/db/repositories/segment-repository.js'
 import { getWorkspace } from '../../../shared/db/repositories/workspace-repository.js'
+import type { Filter } from '../../../shared/domain/segment-filter.js'
+import { filterLimitProblem } from '../../../shared/domain/segment-limits.js'
 import { ExportableFields } from '../../../shared/domain/user-record.js'
-import { ApiError, badRequest, notFound, UnavailableError } from '../../../shared/errors.js'
+import { ApiError, badRequest, conflict, notFound, UnavailableError } from '../../../shared/errors.js'
 import { callbackUrlRefusal } from '../../../shared/net/callback-target.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.js'
@@ -50,6 +52,7 @@ const accepted = '`{message: "success", object_prefix, url?, export_id}`; `url` 
 const refused = {
   400: 'invalid input, or a `callback_endpoint` whose host is not a public address or does not resolve (docs/security.md): `message` names the field',
   404: 'unknown segment_id',
+  409: 'a segment stored before the filter limits whose filter exceeds them (docs/exports.md)',
   429: 'an export of the segment is already queued or running, or the workspace has 100 queued or running',
   503: 'the host of `callback_endpoint` could not be resolved right now; `Retry-After` says when to ask again',
 }
@@ -127,6 +130,8 @@ const segmentExport: ApiRoute<ExportDeps> = {
     await refuseUnreachableCallback(deps.config, body.callback_endpoint)
     const segment = await getSegment(deps.pg, res.locals.auth!.workspaceId, body.segment_id)
     if (!segment) throw notFound(`unknown segment_id ${body.segment_id}`)
+    const overLimit = filterLimitProblem(segment.filter as Filter)
+    if (overLimit) throw conflict(`segment ${segment.id} cannot be exported: its filter ${overLimit}; create it anew within the limits`)
     const { segment_id: _id, ...request } = body
     await accept(deps, res, { kind: 'segment', ownerId: segment.id, segmentId: segment.id, request })
   },
