@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ExportableFields } from '../../../shared/domain/user-record.js'
@@ -178,6 +179,12 @@ describe('download link', () => {
     const notReady = await fetch(r.body.url)
     expect(notReady.status).toBe(409)
     expect((await notReady.json()).message).toMatch(/not finished yet \(status queued\)/)
+    // The signature covers the export id: another id, a traversal among them, is refused with it
+    // (or matches no route at all once the URL's dot segments are resolved).
+    const signature = new URL(r.body.url).searchParams.get('signature')!
+    for (const [id, status] of [['..%2F..%2Fadmin-token', 403], [`${r.body.export_id}%2F..`, 403], [randomUUID(), 403], ['%2E%2E', 404]] as const) {
+      expect((await fetch(`${env.baseUrl}/exports/${id}/download?signature=${encodeURIComponent(signature)}`)).status, id).toBe(status)
+    }
   })
 })
 
