@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import express, { Router, type RequestHandler } from 'express'
+import express, { type RequestHandler } from 'express'
 import type { Config } from '../../../shared/config.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { pageHeaders } from '../middleware/page-guards.js'
@@ -79,5 +79,5 @@ const docsPage: ApiRoute<DocsPageDeps> = {
 /** GET /openapi.json and the /docs page with its assets. All public: they describe the interface, not data. */
 export const docsRoutes: RouteFamily<DocsPageDeps> = {
   routes: [openApiJson, docsPage],
-  rest: { path: '/docs/assets', auth: 'none', handler: (deps) => Router().use(pagePolicy(deps), express.static(swaggerUiDir(), { index: false })) },
+  rest: { path: '/docs/assets', auth: 'none', handler: (deps) => [pagePolicy(deps), express.static(swaggerUiDir(), { index: false })] },
 }

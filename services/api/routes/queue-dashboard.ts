@@ -3,7 +3,7 @@ import { createBullBoard } from '@bull-board/api'
 import type { Queue } from 'bullmq'
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter'
 import { ExpressAdapter } from '@bull-board/express'
-import { Router, type NextFunction, type Request, type Response } from 'express'
+import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import { ApiError } from '../../../shared/errors.js'
 import type { Config } from '../../../shared/config.js'
 import { queueFamily } from '../../../shared/metrics.js'
@@ -161,7 +161,7 @@ const backlogPage: ApiRoute<DashboardDeps> = {
  * pause... all POST, PUT or DELETE) must come from PUBLIC_URL's origin: the session cookie is
  * SameSite=Strict, and this also holds for a browser that does not honour that.
  */
-function board(deps: DashboardDeps) {
+function board(deps: DashboardDeps): RequestHandler[] {
   const serverAdapter = new ExpressAdapter()
   serverAdapter.setBasePath(DASHBOARD_PATH)
   createBullBoard({
@@ -169,11 +169,7 @@ function board(deps: DashboardDeps) {
     serverAdapter,
     options: { uiConfig: { boardTitle: 'userdata queues', miscLinks: [{ text: 'Track backlog and lag (JSON)', url: `${DASHBOARD_PATH}${BACKLOG_PATH}` }] } },
   })
-  return Router().use(
-    pageHeaders(),
-    requireSameOrigin(deps.config.PUBLIC_URL, (req) => hasAdminToken(req, deps.adminToken)),
-    serverAdapter.getRouter(),
-  )
+  return [pageHeaders(), requireSameOrigin(deps.config.PUBLIC_URL, (req) => hasAdminToken(req, deps.adminToken)), serverAdapter.getRouter()]
 }
 
 /**
