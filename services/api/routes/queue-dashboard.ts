@@ -158,8 +158,8 @@ const backlogPage: ApiRoute<DashboardDeps> = {
 /**
  * Bull Board: every queue and track partition, with its retry and clean actions; a header link
  * opens the backlog page. Its pages carry the security headers, and its writes (retry, clean,
- * pause... all POST, PUT or DELETE) must come from PUBLIC_URL's origin: the session cookie is
- * SameSite=Strict, and this also holds for a browser that does not honour that.
+ * pause... all POST, PUT or DELETE) must come from PUBLIC_URL's origin, which holds even where a
+ * browser would send the SameSite=Strict session cookie cross-site.
  */
 function board(deps: DashboardDeps): RequestHandler[] {
   const serverAdapter = new ExpressAdapter()
