@@ -58,5 +58,5 @@ export interface RouteFamily<D> {
    * files, an embedded app, its own 404. Without `handler` the request goes on to the next family,
    * so the prefix asks for credentials before telling which paths exist.
    */
-  rest?: { path: string; auth: Exclude<AuthKind, 'api_key'>; handler?: (deps: D) => RequestHandler }
+  rest?: { path: string; auth: Exclude<AuthKind, 'api_key'>; handler?: (deps: D) => RequestHandler | RequestHandler[] }
 }

@@ -41,7 +41,7 @@ export function mountFamily<D>(family: RouteFamily<D>, deps: D, m: AuthMiddlewar
   }
   if (family.rest) {
     const { path, auth, handler } = family.rest
-    r.use(path, ...(own ? [own] : kindChain(auth, m)), ...(handler ? [handler(deps)] : []))
+    r.use(path, ...(own ? [own] : kindChain(auth, m)), ...(handler ? [handler(deps)].flat() : []))
   }
   return r
 }

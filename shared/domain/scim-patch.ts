@@ -1,6 +1,6 @@
 import { ScimError, scimPatch, type ScimPatchOperation } from 'scim-patch'
 import { parse } from 'scim2-parse-filter'
-import { PatchOpSchema, UserSchema, scimError, type ScimType, type ScimUser } from './scim.js'
+import { filterBoundsProblem, parserMessage, PatchOpSchema, UserSchema, scimError, type ScimType, type ScimUser } from './scim.js'
 
 /**
  * RFC 7644 section 3.5.2 PATCH of a User, as Okta and Entra ID send it. The operations are checked
@@ -35,6 +35,9 @@ const PathPattern = /^(?:(urn:[^[\]]+):)?([A-Za-z][\w$-]*)(?:\[(.+)\])?(?:\.([A-
 
 /** The path in canonical spelling, `undefined` for one naming something not stored (the operation is dropped). */
 function canonicalPath(path: string): string | undefined {
+  // Bounded before the pattern and the value filter's parser (and scim-patch's own) see it.
+  const tooLarge = filterBoundsProblem(path, 'path')
+  if (tooLarge) throw refuse('invalidPath', tooLarge)
   const trimmed = path.trim()
   const m = PathPattern.exec(trimmed)
   if (!m) throw refuse('invalidPath', `path ${JSON.stringify(path)} is malformed`)
@@ -52,7 +55,7 @@ function canonicalPath(path: string): string | undefined {
     try {
       parse(valueFilter)
     } catch (e) {
-      throw refuse('invalidPath', `path ${JSON.stringify(path)}: malformed value filter: ${(e as Error).message}`)
+      throw refuse('invalidPath', `path ${JSON.stringify(path)}: malformed value filter${parserMessage(e)}`)
     }
   }
   let subName = ''

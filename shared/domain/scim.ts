@@ -309,13 +309,48 @@ function toUserFilter(f: Filter, withinEmails = false): UserFilter {
   }
 }
 
+/**
+ * What a filter (and a PATCH path's value filter) may be, checked before it is parsed: the parser
+ * recurses once per parenthesis, `not (` or `[`, and a filter nested 20,000 deep overflowed the stack.
+ */
+export const ScimFilterLimits = { length: 4096, nesting: 32 } as const
+
+/** Why a filter is over a limit (`what` names it: "filter", "path"), or undefined. */
+export function filterBoundsProblem(text: string, what: string): string | undefined {
+  if (text.length > ScimFilterLimits.length) {
+    return `${what} is ${text.length.toLocaleString('en')} characters long; at most ${ScimFilterLimits.length.toLocaleString('en')} are allowed`
+  }
+  let depth = 0
+  let deepest = 0
+  let quoted = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]
+    if (quoted) {
+      if (c === '\\') i++
+      else if (c === '"') quoted = false
+    } else if (c === '"') quoted = true
+    else if (c === '(' || c === '[') deepest = Math.max(deepest, ++depth)
+    else if (c === ')' || c === ']') depth--
+  }
+  if (deepest > ScimFilterLimits.nesting) return `${what} nests parentheses and brackets ${deepest.toLocaleString('en')} deep; at most ${ScimFilterLimits.nesting} are allowed`
+  return undefined
+}
+
+/**
+ * A parser's syntax message, which helps the caller; anything else it might throw (a TypeError of
+ * a parser bug, a RangeError) is the runtime's and is not quoted.
+ */
+export const parserMessage = (e: unknown) => (e instanceof Error && e.constructor === Error ? `: ${e.message}` : '')
+
 /** Parses a SCIM filter (RFC 7644 section 3.4.2.2) into the subset this service can answer. */
 export function parseUserFilter(text: string): UserFilter {
+  const tooLarge = filterBoundsProblem(text, 'filter')
+  if (tooLarge) throw invalidFilter(tooLarge)
   let ast: Filter
   try {
     ast = parse(text)
   } catch (e) {
-    throw invalidFilter(`malformed filter ${JSON.stringify(text)}: ${(e as Error).message}`)
+    throw invalidFilter(`malformed filter ${JSON.stringify(text)}${parserMessage(e)}`)
   }
   return toUserFilter(ast)
 }

@@ -37,7 +37,8 @@ describe('two API processes beside one worker process', () => {
       expect(size.body.size).toBe(5)
       const read = expectStatus(await api('POST', '/users/export/ids', { token: key, body: { external_ids: ['s0', 's4'] } }), 201)
       expect(read.body.users).toHaveLength(2)
-      const ready = expectStatus(await api('GET', '/readyz'), 200)
+      expect(expectStatus(await api('GET', '/readyz'), 200).body).toEqual({ status: 'ready' })
+      const ready = expectStatus(await api('GET', '/readyz', { token: svc.adminToken }), 200)
       expect(ready.body.checks.clickhouse).toMatch(/^ok \(embedded engine held by worker process \d+/)
     }
   })
@@ -65,7 +66,8 @@ describe('two API processes beside one worker process', () => {
       expect(Date.now() - started).toBeLessThan(10_000)
       expect(r.headers.get('retry-after')).toMatch(/^\d+$/)
       expect(r.body.message).toMatch(/^ClickHouse is unavailable: (no worker process holds the embedded engine|the worker process holding)/)
-      const ready = expectStatus(await api('GET', '/readyz'), 503)
+      expect(expectStatus(await api('GET', '/readyz'), 503).body).toEqual({ status: 'not ready' })
+      const ready = expectStatus(await api('GET', '/readyz', { token: svc.adminToken }), 503)
       expect(ready.body.checks.clickhouse).toMatch(/^ClickHouse is unavailable/)
       expect(ready.body.checks.postgres).toBe('ok')
     }

@@ -1,9 +1,10 @@
+import net from 'node:net'
 import type { Job } from 'bullmq'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { RetryableError } from '../../shared/errors.js'
+import type { ResolveHost } from '../../shared/net/callback-target.js'
 import { submitRequest } from '../../shared/queue/jobs.js'
 import { createCallbackProcessor } from '../../workers/callback/processor.js'
-import { isPrivateAddress } from '../../workers/callback/private-addresses.js'
 import type { WorkerDeps } from '../../workers/deps.js'
 import { startTestEnv, type TestEnv } from '../helpers/harness.js'
 import { localServer } from '../helpers/ports.js'
@@ -24,22 +25,42 @@ async function endpoint(statuses: number[]) {
 }
 
 const job = {} as Job
-const processorWith = (allowPrivate: boolean) =>
-  createCallbackProcessor({ config: { CALLBACK_ALLOW_PRIVATE: allowPrivate } } as unknown as WorkerDeps)
+const processorWith = (allowPrivate: boolean, resolve?: ResolveHost) =>
+  createCallbackProcessor({ config: { CALLBACK_ALLOW_PRIVATE: allowPrivate } } as unknown as WorkerDeps, { resolve })
 const callbackJob = (url: string) => ({ workspaceId: 'w', requestId: 'r', exportId: 'e', url, body: { success: true, url: 'https://files/x.zip' } })
 
-describe('callback address rules', () => {
-  it('treats loopback, private, link-local and unique-local addresses as private', () => {
-    for (const a of ['127.0.0.1', '127.9.9.9', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '0.0.0.0', '::1', '::', 'fc00::1', 'fd12::1', 'fe80::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1']) {
-      expect(isPrivateAddress(a), a).toBe(true)
-    }
-    for (const a of ['8.8.8.8', '172.32.0.1', '172.15.255.255', '192.169.0.1', '2001:4860:4860::8888', '::ffff:8.8.8.8']) {
-      expect(isPrivateAddress(a), a).toBe(false)
-    }
-  })
-})
+/** A resolver answering `address` for every name, counting its calls. */
+function answering(address: string) {
+  const calls: string[] = []
+  const resolve: ResolveHost = async (host) => {
+    calls.push(host)
+    return [{ address, family: net.isIP(address) }]
+  }
+  return { resolve, calls }
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1'])
 
 describe('callback processor', () => {
+  // A safety net and a witness: every socket connect of this process is recorded, and one aimed
+  // anywhere but loopback throws before it is made, so even a broken check sends nothing off the machine.
+  const connects: string[] = []
+  beforeAll(() => {
+    const connect = net.Socket.prototype.connect
+    vi.spyOn(net.Socket.prototype, 'connect').mockImplementation(function (this: net.Socket, ...args: unknown[]) {
+      const first = (Array.isArray(args[0]) ? args[0][0] : args[0]) as { host?: string; path?: string | null } | number
+      const host = typeof first === 'object' ? first.host : (args[1] as string | undefined)
+      if (typeof first === 'object' && first.path == null) {
+        connects.push(host ?? 'localhost')
+        if (!LOOPBACK_HOSTS.has(host ?? 'localhost')) throw new Error(`test guard: a socket was about to connect to ${host}`)
+      }
+      return (connect as (...a: unknown[]) => net.Socket).apply(this, args)
+    } as typeof connect)
+  })
+  afterAll(() => {
+    vi.restoreAllMocks()
+  })
+
   it('POSTs the JSON body to the endpoint', async () => {
     const e = await endpoint([204])
     const url = e.url
@@ -56,15 +77,62 @@ describe('callback processor', () => {
     const url = e.url
     try {
       const outcome = await processorWith(false)(callbackJob(url), job)
-      expect(outcome).toMatchObject({ status: 'fail', reason: expect.stringMatching(/private or loopback address 127\.0\.0\.1/) })
+      expect(outcome).toMatchObject({ status: 'fail', reason: expect.stringMatching(/127\.0\.0\.1 is a loopback address; callbacks go to public addresses only/) })
       const byName = await processorWith(false)(callbackJob(url.replace('127.0.0.1', 'localhost')), job)
-      expect(byName).toMatchObject({ status: 'fail', reason: expect.stringMatching(/localhost resolves to the private or loopback address/) })
+      expect(byName).toMatchObject({ status: 'fail', reason: expect.stringMatching(/localhost resolves to 127\.0\.0\.1, a loopback address/) })
       const v6 = await processorWith(false)(callbackJob('http://[::1]:9/x'), job)
-      expect(v6).toMatchObject({ status: 'fail', reason: expect.stringMatching(/address ::1/) })
+      expect(v6).toMatchObject({ status: 'fail', reason: expect.stringMatching(/::1 is a loopback address/) })
       expect(e.received).toEqual([])
     } finally {
       await e.close()
     }
+  })
+
+  it("connects to the address the socket's lookup answers, and only once it is checked", async () => {
+    const e = await endpoint([204])
+    try {
+      const url = e.url.replace('127.0.0.1', 'localhost')
+      // Allowed: the one address the lookup answered is the one the POST reached.
+      const allowed = answering('127.0.0.1')
+      expect(await processorWith(true, allowed.resolve)(callbackJob(url), job)).toMatchObject({ status: 'ok' })
+      expect(allowed.calls).toEqual(['localhost'])
+      expect(e.received).toHaveLength(1)
+      // Refused on the answer at delivery (whatever the name answered when the export was requested): never connected.
+      const refused = answering('127.0.0.1')
+      expect(await processorWith(false, refused.resolve)(callbackJob(url), job)).toEqual({
+        status: 'fail',
+        reason: `callback to ${url} not delivered: localhost resolves to 127.0.0.1, a loopback address; callbacks go to public addresses only unless CALLBACK_ALLOW_PRIVATE is true`,
+      })
+      expect(refused.calls).toEqual(['localhost'])
+      expect(e.received).toHaveLength(1)
+    } finally {
+      await e.close()
+    }
+  })
+
+  it('fails without retry, and without a socket reaching them, the addresses that are never a callback target', async () => {
+    connects.length = 0
+    for (const [url, allowPrivate, reason] of [
+      ['http://100.64.0.1/', false, /100\.64\.0\.1 is in the shared address space of RFC 6598; callbacks go to public addresses only/],
+      ['http://100.100.100.200/latest/meta-data', false, /100\.100\.100\.200 is in the shared address space/],
+      ['http://224.0.0.1:9/x', true, /224\.0\.0\.1 is a multicast address; no callback can be delivered there/],
+      ['http://255.255.255.255:9/x', true, /255\.255\.255\.255 is the broadcast address/],
+      ['http://198.18.0.1/', true, /198\.18\.0\.1 is in a reserved, benchmarking or documentation range/],
+      ['http://[64:ff9b::a00:1]/', true, /is a NAT64 address/],
+      ['http://[2002:a00:1::1]/', true, /is a 6to4 address/],
+      ['http://[::ffff:169.254.169.254]/', false, /is a link-local address/],
+    ] as const) {
+      expect(await processorWith(allowPrivate)(callbackJob(url), job), url).toMatchObject({ status: 'fail', reason: expect.stringMatching(reason) })
+    }
+    // A name answering such an address is refused in the socket's lookup, before any connection.
+    const multicast = answering('224.0.0.1')
+    expect(await processorWith(true, multicast.resolve)(callbackJob('http://localhost:9/x'), job)).toMatchObject({
+      status: 'fail',
+      reason: expect.stringMatching(/localhost resolves to 224\.0\.0\.1, a multicast address/),
+    })
+    expect(multicast.calls).toEqual(['localhost'])
+    // Only the name reached a socket (which never connected): no refused address did.
+    expect(connects).toEqual(['localhost'])
   })
 
   it('fails a malformed or non-http URL and a 4xx answer; retries 5xx, 429 and unreachable endpoints', async () => {
@@ -121,5 +189,18 @@ describe('callback queue', () => {
     const done = await env.waitForRequest(ws.key, 'cb-bad', 30_000)
     expect(done.status).toBe('failed')
     expect(done.errors).toEqual([{ message: expect.stringMatching(/malformed URL/) }])
+  })
+
+  it('fails a broadcast endpoint on its first attempt: no retry with backoff', async () => {
+    const ws = await env.workspace()
+    await submitRequest({ queues: env.ctx.queues, tracker: env.ctx.tracker }, {
+      workspaceId: ws.id,
+      requestId: 'cb-broadcast',
+      jobs: [{ name: 'deliverCallback', data: { workspaceId: ws.id, requestId: 'cb-broadcast', exportId: 'x', url: 'http://255.255.255.255:9/', body: { success: true } } }],
+    })
+    const done = await env.waitForRequest(ws.key, 'cb-broadcast', 30_000)
+    expect(done).toEqual({ request_id: 'cb-broadcast', status: 'failed', errors: [{ message: expect.stringMatching(/255\.255\.255\.255 is the broadcast address; no callback can be delivered there/) }] })
+    const deliveries = await env.ctx.queues.get('callback').getJobs(['completed', 'failed', 'delayed', 'waiting'])
+    expect(deliveries.filter((j) => j.data.requestId === 'cb-broadcast').map((j) => j.attemptsMade)).toEqual([1])
   })
 })

@@ -1,12 +1,9 @@
-import { lookup } from 'node:dns/promises'
 import http from 'node:http'
 import https from 'node:https'
-import type { LookupFunction } from 'node:net'
-import { isIP } from 'node:net'
 import { RetryableError } from '../../shared/errors.js'
+import { CallbackTargetRefused, checkedLookup, literalTargetRefusal, type ResolveHost } from '../../shared/net/callback-target.js'
 import type { WorkerDeps } from '../deps.js'
 import { fail, ok, type Processor } from '../runner.js'
-import { isPrivateAddress } from './private-addresses.js'
 
 const TIMEOUT_MS = 10_000
 
@@ -14,17 +11,22 @@ const TIMEOUT_MS = 10_000
 class Undeliverable extends Error {}
 
 /**
- * POSTs the export's announcement to the customer's endpoint. The host is resolved once and the
- * connection pinned to the checked address, so a DNS answer cannot swap in a private address
- * between the check and the request. 5xx, 429, timeouts and network errors are retried by BullMQ
- * with backoff; a malformed URL, a refused address, a redirect or another 4xx fail the job.
+ * POSTs the export's announcement to the customer's endpoint. The socket's own lookup resolves
+ * the host and checks every address (shared/net/callback-target.ts), so the address connected to
+ * is the address checked and a name answering differently later cannot slip a private address
+ * in; an IP literal, for which a socket does no lookup, is checked before the request. 5xx, 429,
+ * timeouts and network errors are retried by BullMQ with backoff; a malformed URL, a refused
+ * address, a name that does not resolve, a redirect or another 4xx fail the job.
  */
-export function createCallbackProcessor(deps: WorkerDeps): Processor<'deliverCallback'> {
+export function createCallbackProcessor(deps: WorkerDeps, opts: { resolve?: ResolveHost } = {}): Processor<'deliverCallback'> {
+  const allowPrivate = deps.config.CALLBACK_ALLOW_PRIVATE
+  const lookup = checkedLookup({ allowPrivate, resolve: opts.resolve })
   return async (data) => {
     try {
       const target = parseTarget(data.url)
-      const address = await resolveAllowed(target.hostname, deps.config.CALLBACK_ALLOW_PRIVATE)
-      await post(target, address, data.body)
+      const refused = literalTargetRefusal(target, allowPrivate)
+      if (refused) throw new Undeliverable(refused)
+      await post(target, lookup, data.body)
       return ok()
     } catch (e) {
       if (e instanceof Undeliverable) return fail(`callback to ${data.url} not delivered: ${e.message}`)
@@ -44,48 +46,18 @@ function parseTarget(raw: string): URL {
   return url
 }
 
-interface ResolvedAddress {
-  address: string
-  family: number
-}
-
-async function resolveAllowed(hostname: string, allowPrivate: boolean): Promise<ResolvedAddress> {
-  const host = hostname.replace(/^\[|\]$/g, '')
-  const family = isIP(host)
-  const addresses = family ? [{ address: host, family }] : await resolve(host)
-  if (!allowPrivate) {
-    const refused = addresses.find((a) => isPrivateAddress(a.address))
-    if (refused) throw new Undeliverable(`${host} resolves to the private or loopback address ${refused.address}`)
-  }
-  return addresses[0]
-}
-
-async function resolve(host: string): Promise<ResolvedAddress[]> {
-  try {
-    return await lookup(host, { all: true })
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code
-    if (code === 'ENOTFOUND' || code === 'ENODATA') throw new Undeliverable(`host ${host} does not resolve`)
-    throw new RetryableError(`resolving ${host}: ${(e as Error).message}`, e)
-  }
-}
-
 /** One POST with a deadline; resolves with the status of a 2xx answer. */
-function post(url: URL, pinned: ResolvedAddress, body: unknown): Promise<number> {
+function post(url: URL, lookup: ReturnType<typeof checkedLookup>, body: unknown): Promise<number> {
   const payload = Buffer.from(JSON.stringify(body))
-  const pinnedLookup: LookupFunction = (_host, options, callback) => {
-    if ((options as { all?: boolean }).all) (callback as (e: null, a: ResolvedAddress[]) => void)(null, [pinned])
-    else callback(null, pinned.address, pinned.family)
-  }
   const transport = url.protocol === 'https:' ? https : http
   return new Promise((resolvePost, reject) => {
     const req = transport.request(
       url,
       {
         method: 'POST',
-        // A fresh connection each time: a pooled socket would skip the pinned, checked address.
+        // A fresh connection each time: a pooled socket would skip the checked lookup.
         agent: false,
-        lookup: pinnedLookup,
+        lookup,
         timeout: TIMEOUT_MS,
         headers: { 'content-type': 'application/json', 'content-length': payload.length, 'user-agent': 'userdata-service-export-callback' },
       },
@@ -98,7 +70,10 @@ function post(url: URL, pinned: ResolvedAddress, body: unknown): Promise<number>
       },
     )
     req.on('timeout', () => req.destroy(new RetryableError(`callback endpoint did not answer within ${TIMEOUT_MS} ms`)))
-    req.on('error', (e) => reject(e instanceof RetryableError ? e : new RetryableError(`callback request failed: ${e.message}`, e)))
+    req.on('error', (e) => {
+      if (e instanceof CallbackTargetRefused) return reject(new Undeliverable(e.message))
+      reject(e instanceof RetryableError ? e : new RetryableError(`callback request failed: ${e.message}`, e))
+    })
     req.end(payload)
   })
 }

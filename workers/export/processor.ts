@@ -12,6 +12,7 @@ import {
 import { getSegment } from '../../shared/db/repositories/segment-repository.js'
 import { getWorkspace } from '../../shared/db/repositories/workspace-repository.js'
 import type { Filter } from '../../shared/domain/segment-filter.js'
+import { filterLimitProblem } from '../../shared/domain/segment-limits.js'
 import { globalControlGroupFilter } from '../../shared/domain/segment-sql.js'
 import { needsSummaries } from '../../shared/domain/user-record.js'
 import { isRetryable } from '../../shared/errors.js'
@@ -101,6 +102,8 @@ async function membership(deps: WorkerDeps, run: ExportRun): Promise<Filter> {
   }
   const segment = await getSegment(deps.pg, run.workspace_id, run.segment_id!)
   if (!segment) throw new ExportRefused(`segment ${run.segment_id} no longer exists`)
+  const overLimit = filterLimitProblem(segment.filter as Filter)
+  if (overLimit) throw new ExportRefused(`segment ${segment.id} cannot be exported: its filter ${overLimit}`)
   return segment.filter as Filter
 }
 
@@ -116,7 +119,9 @@ async function failedRun(deps: WorkerDeps, run: ExportRun, e: unknown, job: Job)
   const expected = e instanceof StorageRefusedError || e instanceof ExportRefused
   const attemptsLeft = job.attemptsMade + 1 < (job.opts.attempts ?? 1)
   if (!expected && isRetryable(e) && attemptsLeft) throw e
-  const reason = expected ? (e as Error).message : `export failed: ${(e as Error).message}`
+  // The operator and the API user see the reason: an unexpected failure's own text (an engine's
+  // message, a stack) stays in the log, found by the export id.
+  const reason = expected ? (e as Error).message : `export failed: an internal error, logged with export id ${run.id}`
   if (!expected) deps.logger.error({ err: e, exportId: run.id }, 'export failed')
   await failExport(deps.pg, run.id, reason)
   return fail(reason)

@@ -88,11 +88,16 @@ export function requirePermission(permission: Permission) {
   }
 }
 
+/** Whether the request carries the operator's ADMIN_TOKEN as its bearer token, compared in constant time. */
+export function hasAdminToken(req: Request, adminToken: string): boolean {
+  const token = bearerToken(req)
+  return token !== undefined && secretsEqual(token, adminToken)
+}
+
 /** The operator API's bearer token, compared in constant time. */
 export function requireAdminToken(adminToken: string) {
   return (req: Request, _res: Response, next: NextFunction) => {
-    const token = bearerToken(req)
-    if (!token || !secretsEqual(token, adminToken)) {
+    if (!hasAdminToken(req, adminToken)) {
       return next(new ApiError(401, 'unauthorized', 'missing or wrong admin token'))
     }
     next()

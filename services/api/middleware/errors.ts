@@ -30,7 +30,8 @@ export function errorHandler(logger: Logger) {
     if (e?.type === 'entity.too.large') return reply(413, `request body is larger than the limit of ${e.limit} bytes`)
     if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return reply(415, e.message ?? 'unsupported encoding')
     if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) return reply(e.status, e.message ?? 'bad request')
-    if (typeof e?.code === 'string' && UNSTORABLE_TEXT.has(e.code)) return reply(400, `the request holds text that cannot be stored: ${e.message}`)
+    // Postgres's own wording stays in the log.
+    if (typeof e?.code === 'string' && UNSTORABLE_TEXT.has(e.code)) return reply(400, 'the request holds text that cannot be stored (a NUL character or bytes that are not UTF-8)')
     // Redis away: nothing was accepted. Checked before the generic retryable answer, whose message names the database.
     if (err instanceof QueueUnavailableError) return reply(503, `the service cannot accept work right now (${err.message})`)
     if (isRetryable(err)) {

@@ -19,7 +19,8 @@ import {
 } from '../../../shared/db/repositories/workspace-repository.js'
 import { Permissions } from '../../../shared/domain/permissions.js'
 import { RateLimitedPaths, bucketFor, DefaultBuckets } from '../../../shared/domain/rate-limits.js'
-import { Filter } from '../../../shared/domain/segment-filter.js'
+import type { Filter } from '../../../shared/domain/segment-filter.js'
+import { BoundedFilter, filterLimitProblem } from '../../../shared/domain/segment-limits.js'
 import { conflict, notFound } from '../../../shared/errors.js'
 import type { ApiDeps } from '../deps.js'
 import { withAuth, type RouteFamily } from '../api-operation.js'
@@ -33,7 +34,7 @@ export const CreateApiKey = z.object({ name: Name, permissions: PermissionList }
 export const ApiKeyPermissions = z.object({ permissions: PermissionList }).strict()
 export const CreateScimToken = z.object({ request_origin: z.string().trim().min(1).max(500) }).strict()
 export const CreateSubscriptionGroup = z.object({ name: Name, channel: z.enum(['email', 'sms', 'whatsapp']) }).strict()
-export const CreateSegment = z.object({ name: Name, filter: Filter }).strict()
+export const CreateSegment = z.object({ name: Name, filter: BoundedFilter }).strict()
 export const GlobalControlGroup = z.object({ percent: z.number().min(0).max(100) }).strict()
 export const ExportStorageBody = z
   .object({
@@ -175,7 +176,12 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
       path: '/admin/v1/workspaces/:ws/segments',
       summary: 'Create a segment from a filter (operator.md section 3)',
       body: CreateSegment,
-      responses: { 201: '`{segment_id, name}`', 404: 'unknown workspace', 409: 'the name exists' },
+      responses: {
+        201: '`{segment_id, name}`',
+        400: 'a filter of the wrong shape, or over a limit (conditions, custom_event and purchase conditions, depth, bytes, compiled query; docs/exports.md): `message` names it',
+        404: 'unknown workspace',
+        409: 'the name exists',
+      },
       handle: async (req, res, { pg: db }) => {
         const body = parseOr400(CreateSegment, req.body)
         await workspaceOr404(db, req.params.ws)
@@ -191,11 +197,14 @@ export const adminRoutes: RouteFamily<AdminDeps> = {
       responses: {
         200: '`{segment_id, name, filter, size}`; size is the current member count',
         404: 'unknown segment',
+        409: 'a segment stored before the filter limits whose filter exceeds them: it cannot be counted; create it anew within the limits',
         503: 'ClickHouse cannot answer now (the worker holding the embedded engine is down or busy past CLICKHOUSE_READ_TIMEOUT_MS); `Retry-After` says when to ask again',
       },
       handle: async (req, res, { pg: db, clickhouseReads }) => {
         const s = await getSegment(db, req.params.ws, req.params.id)
         if (!s) throw notFound(`unknown segment ${req.params.id}`)
+        const overLimit = filterLimitProblem(s.filter as Filter)
+        if (overLimit) throw conflict(`segment ${s.id} cannot be counted: its filter ${overLimit}; create it anew within the limits`)
         const size = await clickhouseReads.segmentSize(s.workspace_id, s.filter as Filter)
         res.json({ segment_id: s.id, name: s.name, filter: s.filter, size })
       },

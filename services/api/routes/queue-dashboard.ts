@@ -3,7 +3,7 @@ import { createBullBoard } from '@bull-board/api'
 import type { Queue } from 'bullmq'
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter'
 import { ExpressAdapter } from '@bull-board/express'
-import type { NextFunction, Request, Response } from 'express'
+import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import { ApiError } from '../../../shared/errors.js'
 import type { Config } from '../../../shared/config.js'
 import { queueFamily } from '../../../shared/metrics.js'
@@ -11,7 +11,8 @@ import { queueLagSeconds, trackLagSeconds } from '../../../shared/queue/lag.js'
 import type { QueueRegistry } from '../../../shared/queue/queues.js'
 import type { RequestTracker } from '../../../shared/queue/request-tracker.js'
 import { secretsEqual } from '../../../shared/secrets.js'
-import { bearerToken } from '../middleware/auth.js'
+import { hasAdminToken } from '../middleware/auth.js'
+import { pageHeaders, requireSameOrigin } from '../middleware/page-guards.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 
@@ -57,8 +58,7 @@ function withoutToken(originalUrl: string): string {
  */
 function dashboardAuth(adminToken: string, secureCookie: boolean) {
   return (req: Request, res: Response, next: NextFunction) => {
-    const bearer = bearerToken(req)
-    if (bearer && secretsEqual(bearer, adminToken)) return next()
+    if (hasAdminToken(req, adminToken)) return next()
     if (sessionValid(adminToken, cookieOf(req, SESSION_COOKIE), Date.now())) return next()
     const given = typeof req.query.token === 'string' ? req.query.token : undefined
     if (given && secretsEqual(given, adminToken)) {
@@ -155,8 +155,13 @@ const backlogPage: ApiRoute<DashboardDeps> = {
   },
 }
 
-/** Bull Board: every queue and track partition, with its retry and clean actions; a header link opens the backlog page. */
-function board(deps: DashboardDeps) {
+/**
+ * Bull Board: every queue and track partition, with its retry and clean actions; a header link
+ * opens the backlog page. Its pages carry the security headers, and its writes (retry, clean,
+ * pause... all POST, PUT or DELETE) must come from PUBLIC_URL's origin, which holds even where a
+ * browser would send the SameSite=Strict session cookie cross-site.
+ */
+function board(deps: DashboardDeps): RequestHandler[] {
   const serverAdapter = new ExpressAdapter()
   serverAdapter.setBasePath(DASHBOARD_PATH)
   createBullBoard({
@@ -164,7 +169,7 @@ function board(deps: DashboardDeps) {
     serverAdapter,
     options: { uiConfig: { boardTitle: 'userdata queues', miscLinks: [{ text: 'Track backlog and lag (JSON)', url: `${DASHBOARD_PATH}${BACKLOG_PATH}` }] } },
   })
-  return serverAdapter.getRouter()
+  return [pageHeaders(), requireSameOrigin(deps.config.PUBLIC_URL, (req) => hasAdminToken(req, deps.adminToken)), serverAdapter.getRouter()]
 }
 
 /**

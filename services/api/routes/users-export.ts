@@ -4,8 +4,11 @@ import { z } from 'zod'
 import { createExport, failExport, type ExportRequest } from '../../../shared/db/repositories/export-repository.js'
 import { getSegment } from '../../../shared/db/repositories/segment-repository.js'
 import { getWorkspace } from '../../../shared/db/repositories/workspace-repository.js'
+import type { Filter } from '../../../shared/domain/segment-filter.js'
+import { filterLimitProblem } from '../../../shared/domain/segment-limits.js'
 import { ExportableFields } from '../../../shared/domain/user-record.js'
-import { ApiError, notFound } from '../../../shared/errors.js'
+import { ApiError, badRequest, conflict, notFound, UnavailableError } from '../../../shared/errors.js'
+import { callbackUrlRefusal } from '../../../shared/net/callback-target.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { downloadKey, downloadUrl } from '../../../shared/storage/download-link.js'
 import { exportObjectPrefix } from '../../../shared/storage/export-layout.js'
@@ -46,7 +49,13 @@ export const GlobalControlGroupExport = z
   .strict()
 
 const accepted = '`{message: "success", object_prefix, url?, export_id}`; `url` only without storage credentials'
-const refused = { 404: 'unknown segment_id', 429: 'an export of the segment is already queued or running, or the workspace has 100 queued or running' }
+const refused = {
+  400: 'invalid input, or a `callback_endpoint` whose host is not a public address or does not resolve (docs/security.md): `message` names the field',
+  404: 'unknown segment_id',
+  409: 'a segment stored before the filter limits whose filter exceeds them (docs/exports.md)',
+  429: 'an export of the segment is already queued or running, or the workspace has 100 queued or running',
+  503: 'the host of `callback_endpoint` could not be resolved right now; `Retry-After` says when to ask again',
+}
 
 interface ExportOrder {
   kind: 'segment' | 'global_control_group'
@@ -56,8 +65,26 @@ interface ExportOrder {
   request: Omit<ExportRequest, 'destination'>
 }
 
-/** Postgres for the export rows, the queues, and what signs a download link. */
-type ExportDeps = Pick<ApiDeps, 'pg' | 'producer' | 'adminToken'> & { config: Pick<Config, 'PUBLIC_URL'> }
+/** Postgres for the export rows, the queues, what signs a download link, and whether callbacks may go to private addresses. */
+type ExportDeps = Pick<ApiDeps, 'pg' | 'producer' | 'adminToken'> & { config: Pick<Config, 'PUBLIC_URL' | 'CALLBACK_ALLOW_PRIVATE'> }
+
+/**
+ * A callback the worker would refuse is refused now, with a 400 naming the field; the worker
+ * checks again on the address it connects to, since a name may answer differently by then.
+ */
+async function refuseUnreachableCallback(config: ExportDeps['config'], endpoint: string | undefined): Promise<void> {
+  if (endpoint === undefined) return
+  let refusal: string | undefined
+  try {
+    refusal = await callbackUrlRefusal(endpoint, { allowPrivate: config.CALLBACK_ALLOW_PRIVATE })
+  } catch {
+    throw new UnavailableError('the host of callback_endpoint cannot be resolved right now; retry the request')
+  }
+  if (refusal) {
+    const message = `callback_endpoint: ${refusal}`
+    throw badRequest(message, { errors: [message] })
+  }
+}
 
 /** Records the export, queues its run and answers with where the files will be. */
 async function accept(deps: ExportDeps, res: Response, order: ExportOrder) {
@@ -100,8 +127,11 @@ const segmentExport: ApiRoute<ExportDeps> = {
   responses: { 201: accepted, ...refused },
   handle: async (req, res, deps) => {
     const body = parseOr400(SegmentExport, req.body)
+    await refuseUnreachableCallback(deps.config, body.callback_endpoint)
     const segment = await getSegment(deps.pg, res.locals.auth!.workspaceId, body.segment_id)
     if (!segment) throw notFound(`unknown segment_id ${body.segment_id}`)
+    const overLimit = filterLimitProblem(segment.filter as Filter)
+    if (overLimit) throw conflict(`segment ${segment.id} cannot be exported: its filter ${overLimit}; create it anew within the limits`)
     const { segment_id: _id, ...request } = body
     await accept(deps, res, { kind: 'segment', ownerId: segment.id, segmentId: segment.id, request })
   },
@@ -115,9 +145,10 @@ const globalControlGroupExport: ApiRoute<ExportDeps> = {
   permission: 'users.export.global_control_group',
   write: true,
   body: GlobalControlGroupExport,
-  responses: { 201: accepted, 429: refused[429] },
+  responses: { 201: accepted, 400: refused[400], 429: refused[429], 503: refused[503] },
   handle: async (req, res, deps) => {
     const request = parseOr400(GlobalControlGroupExport, req.body)
+    await refuseUnreachableCallback(deps.config, request.callback_endpoint)
     await accept(deps, res, { kind: 'global_control_group', ownerId: res.locals.auth!.workspaceId, request })
   },
 }

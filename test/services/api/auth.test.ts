@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { gzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { request, startTestEnv, type HttpResult, type TestEnv } from '../../helpers/harness.js'
 
@@ -99,5 +100,27 @@ describe('malformed requests', () => {
     const big = JSON.stringify({ attributes: [{ external_id: 'big', blob: 'x'.repeat(4 * 1024 * 1024) }] })
     const r = await request(env.baseUrl, 'POST', '/users/track', { token: key, raw: big, headers: { 'content-type': 'application/json' } })
     expectJsonError(r, 413, /larger than the limit/)
+  })
+
+  it('counts a gzipped body by its inflated size: a 10 MB bomb is a 413, queuing nothing', async () => {
+    const bomb = gzipSync(Buffer.from(JSON.stringify({ attributes: [{ external_id: 'bomb', blob: ' '.repeat(10 * 1024 * 1024) }] })))
+    expect(bomb.length).toBeLessThan(64 * 1024)
+    const before = (await env.ctx.tracker.backlog()).all
+    const res = await fetch(`${env.baseUrl}/users/track`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: bomb,
+    })
+    expect(res.status).toBe(413)
+    expect(((await res.json()) as { message: string }).message).toMatch(/larger than the limit of 4194304 bytes/)
+    expect((await env.ctx.tracker.backlog()).all).toBe(before)
+  })
+
+  it('refuses JSON nested 10,000 levels deep with a 400 naming the depth, before any schema', async () => {
+    const deep = `{"attributes": [${'['.repeat(10_000)}${']'.repeat(10_000)}]}`
+    const r = await request(env.baseUrl, 'POST', '/users/track', { token: key, raw: deep, headers: { 'content-type': 'application/json' } })
+    expect(r.status).toBe(400)
+    expect(r.text).toMatch(/nested deeper than 64 levels/)
+    expect(r.text).not.toMatch(/call stack|RangeError/)
   })
 })

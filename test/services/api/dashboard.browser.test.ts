@@ -47,6 +47,8 @@ describe.skipIf(missing)(`queue dashboard and API docs in headless Chromium${mis
   let context: BrowserContext
   let page: Page
   let exportJobsFailedAt: number
+  /** What the pages' Content-Security-Policy refused, as the browser reports it. */
+  const refusedByPolicy: string[] = []
 
   beforeAll(async () => {
     env = await startTestEnv()
@@ -57,6 +59,9 @@ describe.skipIf(missing)(`queue dashboard and API docs in headless Chromium${mis
     // Only the service under test: Bull Board's page also links a web font, which must not leave the machine.
     await context.route((url) => url.hostname !== '127.0.0.1', (route) => route.abort())
     page = await context.newPage()
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) refusedByPolicy.push(m.text())
+    })
   })
 
   afterAll(async () => {
@@ -104,6 +109,20 @@ describe.skipIf(missing)(`queue dashboard and API docs in headless Chromium${mis
     expect(counts.waiting).toBe(0)
   })
 
+  it("sends the board's pages with the security headers, and its policy refuses nothing of its own", async () => {
+    const res = await page.goto(`${env.baseUrl}/admin/queues/queue/export`)
+    expect(res?.status()).toBe(200)
+    const headers = res!.headers()
+    expect(headers['x-frame-options']).toBe('DENY')
+    expect(headers['x-content-type-options']).toBe('nosniff')
+    expect(headers['referrer-policy']).toBe('same-origin')
+    expect(headers['content-security-policy']).toMatch(/frame-ancestors 'none'/)
+    expect(headers['content-security-policy']).toMatch(/script-src 'self'(;|$)/)
+    await expect.poll(() => page.getByText('callback', { exact: true }).count(), { timeout: 15_000 }).toBeGreaterThan(0)
+    // Only the web font Bull Board links from another site is refused: the page keeps to this service.
+    expect(refusedByPolicy.filter((m) => !m.includes('fonts.googleapis.com'))).toEqual([])
+  })
+
   it('renders the API docs page with every documented endpoint', async () => {
     const doc = await (await fetch(`${env.baseUrl}/openapi.json`)).json()
     const operations = Object.values(doc.paths as Record<string, object>).reduce((n, ops) => n + Object.keys(ops).length, 0)
@@ -117,5 +136,10 @@ describe.skipIf(missing)(`queue dashboard and API docs in headless Chromium${mis
     await page.locator('.opblock-post', { has: page.locator('.opblock-summary-path', { hasText: /^\/users\/export\/ids$/ }) }).locator('.opblock-summary').click()
     await page.getByRole('button', { name: 'Schema' }).first().click()
     await expect.poll(() => page.locator('.opblock-body').first().innerText(), { timeout: 10_000 }).toContain('fields_to_export')
+    // Its inline script ran under a policy that allows it by hash alone.
+    const headers = (await (await fetch(`${env.baseUrl}/docs`)).headers)
+    expect(headers.get('content-security-policy')).toMatch(/script-src 'self' 'sha256-[A-Za-z0-9+/=]+';/)
+    expect(headers.get('x-frame-options')).toBe('DENY')
+    expect(refusedByPolicy.filter((m) => !m.includes('fonts.googleapis.com'))).toEqual([])
   })
 })

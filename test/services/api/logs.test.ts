@@ -80,6 +80,14 @@ describe('logs', () => {
     expect(log.lines().some((l) => l.req?.path === '/healthz')).toBe(false)
   })
 
+  it('logs the address a request came from, never one it claims in X-Forwarded-For', async () => {
+    const r = await call('GET', '/no/such/forwarded', { headers: { 'x-forwarded-for': '203.0.113.66, 10.0.0.1', 'x-real-ip': '203.0.113.67' } })
+    expect(r.status).toBe(404)
+    const line = (await until('the spoofed line', () => log.lines().find((l) => l.req?.path === '/no/such/forwarded'), Boolean))!
+    expect(line.req.remoteAddress).toMatch(/^(::ffff:)?127\.0\.0\.1$/)
+    expect(JSON.stringify(line)).not.toMatch(/203\.0\.113\.6[67]/)
+  })
+
   it('writes no API key, admin token, SCIM token, session cookie or signed-link signature', async () => {
     const ws = await env.workspace()
     secrets.push(ws.key)

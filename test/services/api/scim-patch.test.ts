@@ -214,6 +214,7 @@ describe('PATCH /scim/v2/Users/{id}', () => {
     ['an unknown attribute', [{ op: 'replace', path: 'favouriteColour', value: 'red' }], 'invalidPath'],
     ['an unknown sub-attribute', [{ op: 'replace', path: 'name.nickname', value: 'x' }], 'invalidPath'],
     ['a malformed value filter', [{ op: 'replace', path: 'emails[type eq].value', value: 'x' }], 'invalidPath'],
+    ['a value filter nested 20,000 deep', [{ op: 'remove', path: `emails[${'('.repeat(20_000)}type eq "work"${')'.repeat(20_000)}]` }], 'invalidPath'],
     ['a value filter on a single-valued attribute', [{ op: 'replace', path: 'name[givenName eq "x"]', value: 'x' }], 'invalidPath'],
     ['a remove without a path', [{ op: 'remove' }], 'noTarget'],
     ['a replace whose filter matches no element', [{ op: 'replace', path: 'emails[type eq "other"]', value: { value: 'o@example.com' } }], 'noTarget'],
@@ -231,6 +232,18 @@ describe('PATCH /scim/v2/Users/{id}', () => {
     // Valid operations come first: they must not be applied either.
     const r = await patch(user.id, [{ op: 'replace', path: 'displayName', value: 'Changed' }, { op: 'replace', value: { active: false } }, ...ops].slice(ops.length ? 0 : 2))
     expectScimError(r, 400, scimType)
+    expect(await read(user.id)).toEqual(user)
+  })
+
+  it('names the bound of a path in its refusal, never a runtime message', async () => {
+    const user = await create('bounded-path@example.com')
+    const deep = await patch(user.id, [{ op: 'remove', path: `emails[${'('.repeat(20_000)}type eq "work"${')'.repeat(20_000)}]` }])
+    expectScimError(deep, 400, 'invalidPath')
+    expect(deep.body.detail).toBe('path is 40,022 characters long; at most 4,096 are allowed')
+    const nested = await patch(user.id, [{ op: 'remove', path: `emails[${'not ('.repeat(33)}type eq "work"${')'.repeat(33)}]` }])
+    expectScimError(nested, 400, 'invalidPath')
+    expect(nested.body.detail).toBe('path nests parentheses and brackets 34 deep; at most 32 are allowed')
+    expect(deep.text + nested.text).not.toMatch(/call stack|RangeError/)
     expect(await read(user.id)).toEqual(user)
   })
 

@@ -330,6 +330,32 @@ describe('GET /scim/v2/Users', () => {
     }
     expectScimError(await scim('GET', '/scim/v2/Users?filter=a&filter=b'), 400, 'invalidFilter')
   })
+
+  it('bounds a filter before parsing it: 400 invalidFilter naming the limit, never a runtime message', async () => {
+    const SEARCH = 'urn:ietf:params:scim:api:messages:2.0:SearchRequest'
+    const deep = (n: number) => `${'('.repeat(n)}userName eq "x"${')'.repeat(n)}`
+    const nots = (n: number) => `${'not ('.repeat(n)}userName eq "x"${')'.repeat(n)}`
+    const cases: [string, string][] = [
+      // The issue's filter: over the length bound before its nesting is looked at.
+      [deep(20_000), 'filter is 40,015 characters long; at most 4,096 are allowed'],
+      [deep(2_000), 'filter nests parentheses and brackets 2,000 deep; at most 32 are allowed'],
+      [nots(33), 'filter nests parentheses and brackets 33 deep; at most 32 are allowed'],
+      [Array.from({ length: 300 }, (_, i) => `userName eq "u${i}@example.com"`).join(' or '), expect.stringMatching(/^filter is [\d,]+ characters long; at most 4,096 are allowed$/) as unknown as string],
+    ]
+    for (const [filter, detail] of cases) {
+      const r = await scim('POST', '/scim/v2/Users/.search', { body: { schemas: [SEARCH], filter } })
+      expectScimError(r, 400, 'invalidFilter')
+      expect(r.body.detail).toEqual(detail)
+      expect(r.text).not.toMatch(/call stack|RangeError|TypeError/)
+    }
+    // Parentheses inside a quoted value are text, not nesting; 32 levels are answered.
+    const ok = await scim('GET', `/scim/v2/Users?filter=${encodeURIComponent(`${deep(32)} or userName eq "${'('.repeat(40)}"`)}`)
+    expect(ok.status, ok.text).toBe(200)
+    expect(ok.body.totalResults).toBe(0)
+    const refused = await scim('GET', `/scim/v2/Users?filter=${encodeURIComponent(deep(33))}`)
+    expectScimError(refused, 400, 'invalidFilter')
+    expect(refused.body.detail).toBe('filter nests parentheses and brackets 33 deep; at most 32 are allowed')
+  })
 })
 
 describe('GET, PUT and DELETE /scim/v2/Users/{id}', () => {

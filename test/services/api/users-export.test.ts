@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ExportableFields } from '../../../shared/domain/user-record.js'
@@ -63,6 +64,49 @@ describe('export request validation', () => {
     const limited = await env.workspace(['users.track'])
     const denied = await exportSegment(limited.key, { segment_id: 'x', fields_to_export: ['email'] })
     expect(denied.status).toBe(403)
+  })
+})
+
+describe('callback_endpoint with CALLBACK_ALLOW_PRIVATE off', () => {
+  // A service of its own, as deployed: private callback targets refused. No worker ever runs on its
+  // queues, so an accepted callback is never delivered, and no name is resolved but localhost.
+  let strict: TestEnv
+  beforeAll(async () => {
+    strict = await startTestEnv({ env: { CALLBACK_ALLOW_PRIVATE: 'false' } })
+  })
+  afterAll(async () => {
+    await strict?.close()
+  })
+
+  it('refuses a target that is not a public address with a 400 naming callback_endpoint, and stores nothing', async () => {
+    const ws = await strict.workspace()
+    const seg = await strict.admin('POST', `/admin/v1/workspaces/${ws.id}/segments`, { name: 'all', filter: { all: [] } })
+    const cases: [string, RegExp][] = [
+      ['http://100.64.0.1/', /^callback_endpoint: 100\.64\.0\.1 is in the shared address space of RFC 6598; callbacks go to public addresses only unless CALLBACK_ALLOW_PRIVATE is true$/],
+      ['http://100.100.100.200/latest/meta-data/', /^callback_endpoint: 100\.100\.100\.200 is in the shared address space/],
+      ['http://169.254.169.254/', /^callback_endpoint: 169\.254\.169\.254 is a link-local address/],
+      ['http://224.0.0.1/', /^callback_endpoint: 224\.0\.0\.1 is a multicast address; no callback can be delivered there$/],
+      ['http://255.255.255.255/', /^callback_endpoint: 255\.255\.255\.255 is the broadcast address/],
+      ['http://198.18.0.1/', /^callback_endpoint: 198\.18\.0\.1 is in a reserved, benchmarking or documentation range/],
+      ['http://[64:ff9b::a00:1]/', /^callback_endpoint: 64:ff9b::a00:1 is a NAT64 address/],
+      ['http://[2002:a00:1::1]/', /^callback_endpoint: 2002:a00:1::1 is a 6to4 address/],
+      ['http://[::ffff:127.0.0.1]/', /^callback_endpoint: ::ffff:7f00:1 is a loopback address/],
+      ['http://localhost:9/hook', /^callback_endpoint: localhost resolves to 127\.0\.0\.1, a loopback address/],
+    ]
+    for (const [callback_endpoint, message] of cases) {
+      const r = await strict.call('POST', '/users/export/segment', { key: ws.key, body: { segment_id: seg.body.segment_id, fields_to_export: ['email'], callback_endpoint } })
+      expect(r.status, callback_endpoint).toBe(400)
+      expect(r.body.message, callback_endpoint).toMatch(message)
+      expect(r.body.errors).toEqual([r.body.message])
+      const gcg = await strict.call('POST', '/users/export/global_control_group', { key: ws.key, body: { fields_to_export: ['email'], callback_endpoint } })
+      expect(gcg.status, callback_endpoint).toBe(400)
+      expect(gcg.body.message).toBe(r.body.message)
+    }
+    // Nothing was recorded or queued: the segment is free for the next export.
+    expect(await strict.ctx.queues.get('export').getJobCounts('waiting')).toEqual({ waiting: 0 })
+    const accepted = await strict.call('POST', '/users/export/segment', { key: ws.key, body: { segment_id: seg.body.segment_id, fields_to_export: ['email'], callback_endpoint: 'https://1.1.1.1/hook' } })
+    expect(accepted.status).toBe(201)
+    expect(await strict.ctx.queues.get('export').getJobCounts('waiting')).toEqual({ waiting: 1 })
   })
 })
 
@@ -135,6 +179,12 @@ describe('download link', () => {
     const notReady = await fetch(r.body.url)
     expect(notReady.status).toBe(409)
     expect((await notReady.json()).message).toMatch(/not finished yet \(status queued\)/)
+    // The signature covers the export id: another id, a traversal among them, is refused with it
+    // (or matches no route at all once the URL's dot segments are resolved).
+    const signature = new URL(r.body.url).searchParams.get('signature')!
+    for (const [id, status] of [['..%2F..%2Fadmin-token', 403], [`${r.body.export_id}%2F..`, 403], [randomUUID(), 403], ['%2E%2E', 404]] as const) {
+      expect((await fetch(`${env.baseUrl}/exports/${id}/download?signature=${encodeURIComponent(signature)}`)).status, id).toBe(status)
+    }
   })
 })
 
