@@ -8,6 +8,7 @@ import { warnAboutPostgresVacuum } from '../services/postgres-check.js'
 import { warnAboutRedisDurability } from '../services/redis-check.js'
 import { watchStorageSettings } from '../services/storage-gauges.js'
 import { EmbeddedEngineBusyError } from '../shared/clickhouse/client.js'
+import { clickhouseConnectionsFor } from '../shared/clickhouse/connections.js'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createContext } from '../shared/context.js'
 import { createLogger } from '../shared/logger.js'
@@ -60,7 +61,11 @@ async function main() {
   const onSignal = (signal: string) => (shutdown ? void shutdown(signal) : (stopAsked = signal))
   process.on('SIGTERM', onSignal).on('SIGINT', onSignal)
   // Workers hold ClickHouse; an API process opens it only as a server (CLICKHOUSE_URL), else asks the worker holding the engine.
-  const ctx = await createContext(config, logger, { clickhouse: roles.workers.length > 0 || config.CLICKHOUSE_URL !== undefined, migrate: true })
+  const ctx = await createContext(config, logger, {
+    clickhouse: roles.workers.length > 0 || config.CLICKHOUSE_URL !== undefined,
+    migrate: true,
+    clickhouseConnections: clickhouseConnectionsFor({ ...roles, partitions: config.TRACK_PARTITIONS, concurrency: config.WORKER_CONCURRENCY }),
+  })
   await warnAboutRedisDurability(ctx.redis, logger)
   await warnAboutPostgresVacuum(ctx.pg, logger)
   const metrics = createMetrics()

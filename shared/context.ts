@@ -3,9 +3,11 @@ import type { Redis } from 'ioredis'
 import { openClickHouse, type ClickHouse } from './clickhouse/client.js'
 import { directReads, type ClickHouseReads } from './clickhouse/reads.js'
 import { migrateClickHouse } from './clickhouse/migrate.js'
+import { learnServer } from './clickhouse/server.js'
 import type { Config } from './config.js'
 import { migratePostgres } from './db/migrate.js'
 import { createPool, type Pool } from './db/pool.js'
+import { withClickHouseMigrationLock } from './db/repositories/clickhouse-migration-lock-repository.js'
 import type { Logger } from './logger.js'
 import { connectFailFast, patientConnection } from './redis-connections.js'
 import { RemoteClickHouseReads } from './queue/clickhouse-reads.js'
@@ -38,7 +40,7 @@ export function clickhouseDatabaseOf(config: Config): string {
 export async function createContext(
   config: Config,
   logger: Logger,
-  opts: { clickhouse: boolean | ClickHouse; migrate: boolean },
+  opts: { clickhouse: boolean | ClickHouse; migrate: boolean; clickhouseConnections?: number },
 ): Promise<Context> {
   if (opts.migrate) await migratePostgres(config.DATABASE_URL)
   const pg = createPool(config.DATABASE_URL)
@@ -55,15 +57,21 @@ export async function createContext(
   let clickhouse: ClickHouse | undefined
   if (typeof opts.clickhouse === 'object') {
     clickhouse = opts.clickhouse
-    if (opts.migrate) await migrateClickHouse(clickhouse)
   } else if (opts.clickhouse) {
     clickhouse = openClickHouse({
       url: config.CLICKHOUSE_URL,
       dataDir: path.resolve(config.DATA_DIR, 'clickhouse'),
       database: clickhouseDatabaseOf(config),
       insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS,
+      cluster: config.CLICKHOUSE_CLUSTER,
+      maxOpenConnections: opts.clickhouseConnections,
     })
-    if (opts.migrate) await migrateClickHouse(clickhouse)
+  }
+  if (clickhouse && opts.migrate) {
+    const outcomes = await migrateClickHouse(clickhouse, { serialize: (fn) => withClickHouseMigrationLock(pg, fn) })
+    for (const m of outcomes.filter((o) => o.skipped)) logger.warn({ migration: m.file, outcome: m.outcome }, 'ClickHouse migration skipped on this server')
+  } else if (clickhouse?.cluster) {
+    await learnServer(clickhouse)
   }
   let remoteReads: RemoteClickHouseReads | undefined
   if (!clickhouse) {
