@@ -55,8 +55,10 @@ export async function sweepHistory(deps: SweepDeps): Promise<{ squashed: number;
       // A merged profile's old records go too: its user lives on in the kept profile, and erasing that one later must
       // leave nothing behind. Its overrides (and those ended by a delete) go last, so the table holds only pending ones.
       const gone = [...squashed, ...erase]
-      await Promise.all([eraseRowsOf(deps.clickhouse, 'events', gone), eraseRowsOf(deps.clickhouse, 'profile_snapshots', gone)])
-      await eraseRowsOf(deps.clickhouse, 'profile_overrides', gone)
+      // A pass whose mutations outlast half the erasure bound gives up loudly; the next one waits for the same mutations.
+      const wait = { waitMs: (deps.config.ERASURE_MAX_DELAY_SECONDS * 1000) / 2 }
+      await Promise.all([eraseRowsOf(deps.clickhouse, 'events', gone, wait), eraseRowsOf(deps.clickhouse, 'profile_snapshots', gone, wait)])
+      await eraseRowsOf(deps.clickhouse, 'profile_overrides', gone, wait)
       await forgetSwept(deps.pg, squash, erase.flatMap((e) => e.profileIds))
 
       done.squashed += squash.length
