@@ -18,7 +18,12 @@ export interface SweepDeps {
 
 function byWorkspace(items: { workspaceId: string; profileId: number }[]): Erasures[] {
   const by = new Map<string, number[]>()
-  for (const i of items) by.set(i.workspaceId, [...(by.get(i.workspaceId) ?? []), i.profileId])
+  // Pushed, not copied per item: a pass of 100,000 erasures in one workspace took minutes copying its list.
+  for (const i of items) {
+    let ids = by.get(i.workspaceId)
+    if (!ids) by.set(i.workspaceId, (ids = []))
+    ids.push(i.profileId)
+  }
   return [...by].map(([workspaceId, profileIds]) => ({ workspaceId, profileIds }))
 }
 
