@@ -143,15 +143,19 @@ export async function eraseRowsOf(ch: ClickHouse, table: HistoryTable, profiles:
 const MUTATION_POLL_MS = 250
 
 /**
- * A marked mutation as system.mutations shows it (on a cluster, of every replica of the local
- * table): how many hosts list it, how many have it unfinished, and why one keeps failing.
+ * The state of a marked mutation as system.mutations shows it (on a cluster, of every replica of
+ * the local table): how many hosts list it, how many have it unfinished, and why one keeps failing.
  */
-async function mutationOf(ch: ClickHouse, table: HistoryTable, marker: string): Promise<{ hosts: number; pending: number; failure: string }> {
+export function mutationStateSql(ch: Pick<ClickHouse, 'cluster'>): string {
   const source = ch.cluster ? `clusterAllReplicas(${clusterLiteral(ch.cluster)}, system.mutations)` : 'system.mutations'
-  const rs = await ch.client.query({
-    query: `SELECT uniqExact(hostName()) AS hosts, countIf(NOT is_done) AS pending, anyIf(latest_fail_reason, NOT is_done AND latest_fail_reason != '') AS failure
+  return `SELECT uniqExact(hostName()) AS hosts, countIf(NOT is_done) AS pending, anyIf(latest_fail_reason, NOT is_done AND latest_fail_reason != '') AS failure
               FROM ${source}
-             WHERE database = {db:String} AND table = {table:String} AND NOT is_killed AND position(command, {marker:String}) > 0`,
+             WHERE database = {db:String} AND table = {table:String} AND NOT is_killed AND position(command, {marker:String}) > 0`
+}
+
+async function mutationOf(ch: ClickHouse, table: HistoryTable, marker: string): Promise<{ hosts: number; pending: number; failure: string }> {
+  const rs = await ch.client.query({
+    query: mutationStateSql(ch),
     query_params: { db: ch.database, table: ch.cluster ? localTable(table) : table, marker },
     format: 'JSONEachRow',
   })

@@ -130,7 +130,7 @@ export async function request(baseUrl: string, method: string, p: string, opts: 
  * A whole service on real Postgres, Redis and chDB with its own database, queue prefix and
  * ClickHouse database, so test files never collide with each other or with `make run`.
  */
-export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<string, string> } = {}): Promise<TestEnv> {
+export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<string, string>; clickhouse?: ClickHouse } = {}): Promise<TestEnv> {
   const dbName = await createTestDatabase()
   // Listening first, so the configuration's PUBLIC_URL (download links) names the real port.
   const server = http.createServer()
@@ -151,7 +151,8 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
     PUBLIC_URL: baseUrl,
     ...(opts.env ?? {}),
   })
-  const ch = sharedClickHouse()
+  // A ClickHouse of the caller's (a server): on this env's database; the caller closes it.
+  const ch = opts.clickhouse ?? sharedClickHouse()
   const clickhouse: ClickHouse = { ...ch, database: dbName, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS, close: async () => {} }
   const logger = createLogger(config.LOG_LEVEL)
   const ctx = await createContext(config, logger, { clickhouse, migrate: true })
