@@ -2,6 +2,8 @@
 // sweep's statements it generates, parsed by the embedded engine's own parser (chDB, the same
 // parser as a 26.x server); its insert settings, run; its read SQL is the single-server read SQL
 // (every subquery GLOBAL), which every other test runs on the embedded engine.
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { localTable, onCluster, SHARDED_BY, shardingKey } from '../../../shared/clickhouse/cluster-layout.js'
 import { CLUSTER_MUTATION_IDS_TEXT, erasureStatements, mutationStateSql } from '../../../shared/clickhouse/history-repository.js'
@@ -56,6 +58,13 @@ describe('the cluster layout', () => {
       'ALTER TABLE userdata.profile_snapshots',
     ])
     expect(alters.filter((s) => s.includes('MATERIALIZE COLUMN')).map((s) => s.split(' ON ')[0])).toEqual(['ALTER TABLE userdata.profile_snapshots_local'])
+  })
+
+  it('is the DDL docs/clickhouse.md shows', async () => {
+    const doc = readFileSync(path.resolve(import.meta.dirname, '../../../docs/clickhouse.md'), 'utf8')
+    const block = doc.slice(doc.indexOf("### The cluster's DDL")).split('```sql\n')[1].split('```')[0]
+    const ddl = await firstStartDdl(CLUSTER, { version: '24.11.1.2557' })
+    expect(block).toBe(ddl.map((s) => `${s};`).join('\n\n') + '\n')
   })
 
   it('plans the 24.11 migrations only on 24.11 and later', async () => {
