@@ -7,7 +7,7 @@ import type { ClickHouse } from './client.js'
 import { clusterLiteral, localTable } from './cluster-layout.js'
 import { EVENT_COLUMNS } from './event-repository.js'
 import { inlineQueryParams } from './literals.js'
-import { insertSettings, knownServer } from './server.js'
+import { insertSettings, knownServer, serverFacts } from './server.js'
 
 /**
  * Writes merge overrides (and their ends) to ClickHouse, where queries apply them. Versions are
@@ -39,6 +39,9 @@ const COPY_CHUNK = 1_000
  * literals, within its max_query_size), and the insert carries the settings every insert does.
  */
 export async function copyOverriddenEvents(ch: ClickHouse, overrides: Override[]): Promise<void> {
+  if (overrides.length === 0) return
+  // The sweep's connection is a client of its own: on a cluster its insert settings need the cluster's shape.
+  await serverFacts(ch)
   for (let i = 0; i < overrides.length; i += COPY_CHUNK) {
     const chunk = overrides.slice(i, i + COPY_CHUNK)
     await ch.client.command({
@@ -131,6 +134,9 @@ export const MUTATION_WAIT_MS = 30 * 60_000
 export async function eraseRowsOf(ch: ClickHouse, table: HistoryTable, profiles: Erasures[], opts: { waitMs?: number } = {}): Promise<void> {
   const deadline = performance.now() + (opts.waitMs ?? MUTATION_WAIT_MS)
   const statements = erasureStatements(ch, table, profiles)
+  if (statements.length === 0) return
+  // On a cluster the wait counts the replicas, from the cluster's shape.
+  await serverFacts(ch)
   for (const s of statements) {
     if ((await mutationOf(ch, table, s.marker)).hosts > 0) continue
     const rs = await ch.client.query({ query: s.query, query_params: s.params, format: 'TabSeparated', clickhouse_settings: { mutations_sync: '0' } })
@@ -165,7 +171,7 @@ async function mutationOf(ch: ClickHouse, table: HistoryTable, marker: string): 
 
 /** Waits until the marked mutation is done on every host; one that keeps failing, or outlasts the deadline, is an error. */
 async function waitForMutation(ch: ClickHouse, table: HistoryTable, marker: string, deadline: number): Promise<void> {
-  const hosts = ch.cluster ? (knownServer(ch)?.cluster?.hosts ?? 1) : 1
+  const hosts = knownServer(ch)?.cluster?.hosts ?? 1
   for (;;) {
     const m = await mutationOf(ch, table, marker)
     if (m.hosts >= hosts && m.pending === 0) return

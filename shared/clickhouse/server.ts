@@ -69,6 +69,11 @@ export function knownServer(ch: ClickHouse): ServerFacts | undefined {
   return known.get(ch.client)
 }
 
+/** What `learnServer` finds, asked once per client: a connection `beside` another has a client of its own. */
+export async function serverFacts(ch: ClickHouse): Promise<ServerFacts> {
+  return knownServer(ch) ?? learnServer(ch)
+}
+
 /**
  * Settings every insert carries, whatever the server's defaults and the user's profile say, so that
  * an insert that returned is readable by the next query:
