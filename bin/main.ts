@@ -6,6 +6,7 @@ import { ensureAdminToken, ensureFirstStartCredentials } from '../services/boots
 import { warnAboutPostgresVacuum } from '../services/postgres-check.js'
 import { warnAboutRedisDurability } from '../services/redis-check.js'
 import { watchStorageSettings } from '../services/storage-gauges.js'
+import { clickhouseConnectionsFor } from '../shared/clickhouse/connections.js'
 import { ConfigError, loadConfig } from '../shared/config.js'
 import { createContext, type OpenClickHouse } from '../shared/context.js'
 import { createLogger } from '../shared/logger.js'
@@ -64,7 +65,11 @@ async function main() {
   let seat: EngineSeat | undefined
   const openSeat: OpenClickHouse = async (parts) => (seat = await takeEngineSeat({ config, logger, ...parts })).clickhouse
   const clickhouse = config.CLICKHOUSE_URL ? workersUseClickHouse || roles.api : workersUseClickHouse && openSeat
-  const ctx = await createContext(config, logger, { clickhouse, migrate: true })
+  const ctx = await createContext(config, logger, {
+    clickhouse,
+    migrate: true,
+    clickhouseConnections: clickhouseConnectionsFor({ ...roles, partitions: config.TRACK_PARTITIONS, concurrency: config.WORKER_CONCURRENCY }),
+  })
   await warnAboutRedisDurability(ctx.redis, logger)
   await warnAboutPostgresVacuum(ctx.pg, logger)
   const metrics = createMetrics()

@@ -14,6 +14,9 @@ const ConfigSchema = z.object({
   DATABASE_URL: z.string().url().default('postgres://127.0.0.1:5432/userdata'),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   CLICKHOUSE_URL: z.string().url().optional(),
+  // A cluster named in the server's remote_servers: the history tables become Replicated tables on every node behind
+  // Distributed tables sharded by profile (docs/clickhouse.md). Needs CLICKHOUSE_URL.
+  CLICKHOUSE_CLUSTER: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/, 'letters, digits, _, - and . only').max(128).optional(),
   // An API process without ClickHouse asks the worker holding the embedded engine; past this it answers 503.
   CLICKHOUSE_READ_TIMEOUT_MS: int(100, 60_000).default(5_000),
   // At most one ClickHouse insert per table this often, rows arriving meanwhile joining the next: fewer inserts (each
@@ -21,7 +24,9 @@ const ConfigSchema = z.object({
   // At 100 ms the worker's CPU per small request fell 17-25% under a steady 600-1,000/s, but accepted -> done during
   // a history sweep went from p99 110-148 to 226-366 ms (goal 250): 0 by default (docs/performance-history.md,
   // twenty-second round).
-  CLICKHOUSE_INSERT_INTERVAL_MS: int(0, 10_000).default(0),
+  // 0 by default on the embedded engine; on a server, where many worker processes insert into one table, 100 by default
+  // (SERVER_INSERT_INTERVAL_MS).
+  CLICKHOUSE_INSERT_INTERVAL_MS: int(0, 10_000).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   PUBLIC_URL: z.string().url().optional(),
@@ -56,12 +61,26 @@ const ConfigSchema = z.object({
   EXPORT_URL_TTL_SECONDS: int(60, 7 * 86400).default(4 * 3600),
   EXPORT_USERS_PER_FILE: int(1, 1_000_000).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-}).refine((c) => c.IDENTITY_SWEEP_SECONDS * 2 <= c.ERASURE_MAX_DELAY_SECONDS, {
-  path: ['IDENTITY_SWEEP_SECONDS'],
-  message: 'must be at most half of ERASURE_MAX_DELAY_SECONDS',
 })
+  .refine((c) => c.IDENTITY_SWEEP_SECONDS * 2 <= c.ERASURE_MAX_DELAY_SECONDS, {
+    path: ['IDENTITY_SWEEP_SECONDS'],
+    message: 'must be at most half of ERASURE_MAX_DELAY_SECONDS',
+  })
+  .refine((c) => !c.CLICKHOUSE_CLUSTER || c.CLICKHOUSE_URL, {
+    path: ['CLICKHOUSE_CLUSTER'],
+    message: 'needs CLICKHOUSE_URL (a cluster is reached through one of its servers)',
+  })
 
-export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string }
+/**
+ * Each worker process inserts into a table at most this often by default when ClickHouse is a
+ * server: a server takes the inserts of every worker process, and each insert is a part to merge,
+ * so processes inserting as soon as their last insert finished multiply parts by their number
+ * (too many parts stop inserts). At most 10 inserts a second per table and process, for up to
+ * 100 ms more on a request's time to `done`.
+ */
+export const SERVER_INSERT_INTERVAL_MS = 100
+
+export type Config = Omit<z.infer<typeof ConfigSchema>, 'CLICKHOUSE_INSERT_INTERVAL_MS'> & { PUBLIC_URL: string; CLICKHOUSE_INSERT_INTERVAL_MS: number }
 
 export class ConfigError extends Error {}
 
@@ -74,5 +93,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`)
   }
   const c = parsed.data
-  return { ...c, PUBLIC_URL: (c.PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`).replace(/\/$/, '') }
+  return {
+    ...c,
+    PUBLIC_URL: (c.PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`).replace(/\/$/, ''),
+    CLICKHOUSE_INSERT_INTERVAL_MS: c.CLICKHOUSE_INSERT_INTERVAL_MS ?? (c.CLICKHOUSE_URL ? SERVER_INSERT_INTERVAL_MS : 0),
+  }
 }

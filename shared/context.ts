@@ -3,9 +3,11 @@ import type { Redis } from 'ioredis'
 import { openClickHouse, type ClickHouse } from './clickhouse/client.js'
 import { directReads, type ClickHouseReads } from './clickhouse/reads.js'
 import { migrateClickHouse } from './clickhouse/migrate.js'
+import { learnServer } from './clickhouse/server.js'
 import type { Config } from './config.js'
 import { migratePostgres } from './db/migrate.js'
 import { createPool, type Pool } from './db/pool.js'
+import { withClickHouseMigrationLock } from './db/repositories/clickhouse-migration-lock-repository.js'
 import { bindClickHouse, bindDeployment, shownUrl, type Deployment } from './deployment.js'
 import type { Logger } from './logger.js'
 import { connectFailFast, patientConnection } from './redis-connections.js'
@@ -39,6 +41,19 @@ export function clickhouseDatabaseOf(config: Config): string {
   return name.replace(/[^a-zA-Z0-9_]/g, '_') || 'userdata'
 }
 
+/**
+ * Readies a ClickHouse this process opened: its migrations, one process at a time (a Postgres
+ * lock), each skipped one logged; without migrations, what the server is (its version, a cluster's shape).
+ */
+export async function prepareClickHouse(ch: ClickHouse, deps: { pg: Pool; logger: Logger; migrate: boolean }): Promise<void> {
+  if (!deps.migrate) {
+    if (ch.cluster) await learnServer(ch)
+    return
+  }
+  const outcomes = await migrateClickHouse(ch, { serialize: (fn) => withClickHouseMigrationLock(deps.pg, fn) })
+  for (const m of outcomes.filter((o) => o.skipped)) deps.logger.warn({ migration: m.file, outcome: m.outcome }, 'ClickHouse migration skipped on this server')
+}
+
 /** Opens the embedded engine's seat for a worker process (workers/engine/seat.ts), given the rest of the context. */
 export type OpenClickHouse = (parts: { pg: Pool; redis: Redis; deployment: Deployment }) => Promise<ClickHouse>
 
@@ -50,7 +65,7 @@ export type OpenClickHouse = (parts: { pg: Pool; redis: Redis; deployment: Deplo
 export async function createContext(
   config: Config,
   logger: Logger,
-  opts: { clickhouse: boolean | ClickHouse | OpenClickHouse; migrate: boolean },
+  opts: { clickhouse: boolean | ClickHouse | OpenClickHouse; migrate: boolean; clickhouseConnections?: number },
 ): Promise<Context> {
   if (opts.migrate) await migratePostgres(config.DATABASE_URL)
   const pg = createPool(config.DATABASE_URL)
@@ -77,8 +92,10 @@ export async function createContext(
           dataDir: path.resolve(config.DATA_DIR, 'clickhouse'),
           database: clickhouseDatabaseOf(config),
           insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS,
+          cluster: config.CLICKHOUSE_CLUSTER,
+          maxOpenConnections: opts.clickhouseConnections,
         })
-    if (opts.migrate) await migrateClickHouse(clickhouse)
+    await prepareClickHouse(clickhouse, { pg, logger, migrate: opts.migrate })
     const where = config.CLICKHOUSE_URL && !given ? `CLICKHOUSE_URL ${shownUrl(config.CLICKHOUSE_URL)}` : `DATA_DIR ${clickhouse.dataDir}`
     await bindClickHouse(clickhouse, deployment, { pg, where })
   }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ClickHouse, TabSeparatedInsert } from './client.js'
+import { insertSettings } from './server.js'
 import type { TsvRows } from './tsv.js'
 
 /** A table's rows as the inserter writes them: TabSeparated lines of these columns, in order. */
@@ -73,7 +74,12 @@ export class BatchInserter {
         this.pending.delete(table)
         try {
           const { columns, settings } = batch.target
-          await this.ch.insertTabSeparated({ table, columns, settings, body: batch.bodies.length === 1 ? batch.bodies[0] : Buffer.concat(batch.bodies) })
+          await this.ch.insertTabSeparated({
+            table,
+            columns,
+            settings: { ...insertSettings(this.ch), ...settings },
+            body: batch.bodies.length === 1 ? batch.bodies[0] : Buffer.concat(batch.bodies),
+          })
           for (const w of batch.waiters) w.resolve()
         } catch (e) {
           for (const w of batch.waiters) w.reject(e)

@@ -23,12 +23,18 @@ export interface ClickHouse {
   dataDir?: string
   /** The least time between the starts of two inserts into one table (BatchInserter). */
   insertIntervalMs: number
+  /**
+   * CLICKHOUSE_CLUSTER: the history tables are Distributed tables (their usual names) over
+   * Replicated `<name>_local` tables on every node of this cluster (docs/clickhouse.md).
+   */
+  cluster?: string
   /** Inserts formatted rows: handed to the embedded engine as they are, streamed to a server. */
   insertTabSeparated(insert: TabSeparatedInsert): Promise<void>
   /**
    * The same ClickHouse on a connection of its own, for long statements that must not hold the
-   * others back (the embedded engine runs one statement at a time per connection; a server's
-   * statements never wait for each other, so there it is this one). One per name, closed with this one.
+   * others back (the embedded engine runs one statement at a time per connection; on a server,
+   * connections of its own, so a sweep's long statements never take the workers' connections).
+   * One per name, closed with this one.
    */
   beside(name: string): ClickHouse
   close(): Promise<void>
@@ -92,27 +98,51 @@ export interface ClickHouseOptions {
   sameProcess?: boolean
   /** Config CLICKHOUSE_INSERT_INTERVAL_MS; 0 (the default here) inserts as soon as the last insert finished. */
   insertIntervalMs?: number
+  /** Config CLICKHOUSE_CLUSTER (a server only). */
+  cluster?: string
+  /** A server's connections at most (`clickhouseConnectionsFor`); statements past them wait for one. */
+  maxOpenConnections?: number
 }
+
+/** A server's connections beside the first (`beside`): the history sweep's copy and its two erasures at once. */
+const BESIDE_CONNECTIONS = 3
 
 /** A server when `url` is set, else the embedded engine under `dataDir`; the same client API either way. */
 export function openClickHouse(opts: ClickHouseOptions): ClickHouse {
   const insertIntervalMs = opts.insertIntervalMs ?? 0
   if (opts.url) {
-    const client = createClient({ url: opts.url, request_timeout: 300_000 })
+    const client = createClient({
+      url: opts.url,
+      request_timeout: 300_000,
+      max_open_connections: opts.maxOpenConnections ?? 10,
+      // Query parameters travel in the request body (multipart/form-data), not in the URL: a sweep
+      // binds up to 200,000 profile ids, past the server's 1 MiB http_max_uri_size and any proxy's limit.
+      use_multipart_params: true,
+      // A long statement (ON CLUSTER DDL waits up to 180 s for every host) keeps its connection
+      // busy for a load balancer's idle timeout (often 60 s) by progress headers.
+      clickhouse_settings: { send_progress_in_http_headers: 1, http_headers_progress_interval_ms: '30000' },
+    })
+    const besides = new Map<string, ClickHouse>()
     return {
       client,
       database: opts.database,
       embedded: false,
       insertIntervalMs,
+      cluster: opts.cluster,
       insertTabSeparated: async ({ table, columns, settings, body }) => {
         // A byte stream of formatted rows: the client passes it through as it is.
         const values = Readable.from([body], { objectMode: false })
         await client.insert({ table, columns: [...columns] as [string, ...string[]], values, format: 'TabSeparated', clickhouse_settings: settings })
       },
-      beside() {
-        return this
+      beside(name) {
+        let other = besides.get(name)
+        if (!other) besides.set(name, (other = openClickHouse({ ...opts, maxOpenConnections: BESIDE_CONNECTIONS })))
+        return { ...other, database: this.database }
       },
-      close: () => client.close(),
+      close: async () => {
+        for (const other of besides.values()) await other.close()
+        await client.close()
+      },
     }
   }
   const unlock = opts.sameProcess ? () => {} : lockDataDir(opts.dataDir)

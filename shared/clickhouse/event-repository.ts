@@ -50,7 +50,7 @@ export async function countEvents(ch: ClickHouse, workspaceId: string, profileId
   const rs = await ch.client.query({
     query: `SELECT e.kind AS kind, uniqExact(e.event_id) AS n FROM ${ownedEvents(tables)}
              WHERE e.workspace_id = {ws:String}
-               AND ${EVENT_OWNER} IN (SELECT profile_id FROM ${ch.database}.profile_snapshots FINAL
+               AND ${EVENT_OWNER} GLOBAL IN (SELECT profile_id FROM ${ch.database}.profile_snapshots FINAL
                                         WHERE workspace_id = {ws:String} ${profileIds ? 'AND profile_id IN {ids:Array(UInt64)}' : ''})
              GROUP BY kind ORDER BY kind`,
     query_params: { ws: workspaceId, ids: profileIds ?? [] },

@@ -83,10 +83,12 @@ export async function countSegmentMembers(
   if (plan === 'all') return countOf(ch, overAll, params)
   const limit = plan === 'candidates' ? 0 : Math.floor((await workspaceRows(workspaceId)) * CANDIDATE_SHARE)
   if (plan === 'auto' && limit === 0) return countOf(ch, overAll, params)
+  // GLOBAL, as every subquery here (segment-sql.ts, ownedEvents); on a cluster the candidates are
+  // gathered once and sent to the shards, which max_rows_to_transfer bounds as max_rows_in_set does the set.
   const overCandidates = `SELECT count() AS n FROM ${table} FINAL
      WHERE workspace_id = {ws:String} AND ${compiled.where}
-       AND profile_id IN (SELECT profile_id FROM ${table} WHERE workspace_id = {ws:String} AND ${compiled.where})
-     SETTINGS max_rows_in_set = ${limit}, set_overflow_mode = 'throw'`
+       AND profile_id GLOBAL IN (SELECT profile_id FROM ${table} WHERE workspace_id = {ws:String} AND ${compiled.where})
+     SETTINGS max_rows_in_set = ${limit}, set_overflow_mode = 'throw', max_rows_to_transfer = ${limit}, transfer_overflow_mode = 'throw'`
   try {
     return await countOf(ch, overCandidates, params)
   } catch (e) {
@@ -101,9 +103,13 @@ async function countOf(ch: ClickHouse, sql: string, params: Record<string, unkno
   return Number(rows[0]?.n ?? 0)
 }
 
-/** ClickHouse's SET_SIZE_LIMIT_EXCEEDED (code 191), from a server or the embedded engine. */
+/**
+ * ClickHouse's SET_SIZE_LIMIT_EXCEEDED (code 191), or on a cluster TOO_MANY_ROWS_OR_BYTES (396, the
+ * candidates past max_rows_to_transfer), from a server or the embedded engine.
+ */
 function isSetLimitExceeded(e: unknown): boolean {
-  return (e as { code?: unknown }).code === '191' || /\bCode: 191\b|SET_SIZE_LIMIT_EXCEEDED/.test((e as Error).message ?? '')
+  const code = (e as { code?: unknown }).code
+  return code === '191' || code === '396' || /\bCode: (191|396)\b|SET_SIZE_LIMIT_EXCEEDED|TOO_MANY_ROWS_OR_BYTES/.test((e as Error).message ?? '')
 }
 
 /**

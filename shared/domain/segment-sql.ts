@@ -50,9 +50,14 @@ export interface HistoryTables {
  * moment the merge is done. Columns are `e.*`; EVENT_OWNER is the owning profile. Rows are to be
  * counted once per event id: a row the sweep has copied but not yet deleted, or one a retried
  * insert wrote twice, has the same id (this replaces FINAL, which would not see the first case).
+ *
+ * Every subquery here is GLOBAL: on a cluster (docs/clickhouse.md) it runs once and its rows go to
+ * every shard, since an owner and the profiles merged into it may live on different shards (a plain
+ * IN over a Distributed table is refused there, and made local it would miss them). On one server
+ * GLOBAL plans exactly as the plain form does, so this is the SQL everywhere.
  */
 export function ownedEvents(t: HistoryTables): string {
-  return `${t.eventsTable} AS e LEFT ANY JOIN (SELECT old_profile_id, new_profile_id FROM ${t.overridesTable} FINAL WHERE workspace_id = {ws:String}) AS o
+  return `${t.eventsTable} AS e GLOBAL LEFT ANY JOIN (SELECT old_profile_id, new_profile_id FROM ${t.overridesTable} FINAL WHERE workspace_id = {ws:String}) AS o
     ON e.profile_id = o.old_profile_id`
 }
 
@@ -187,13 +192,13 @@ function countRule(kind: 'event' | 'purchase', name: string, f: { op: keyof type
   const operator = COUNT_OPERATORS[f.op]
   const zeroMatches = ZERO_MATCHES[f.op](f.value)
   const mergedAfter = `SELECT old_profile_id FROM ${t.overridesTable} FINAL WHERE workspace_id = {ws:String} AND new_profile_id > {after:UInt64}`
-  const conditions = ['e.workspace_id = {ws:String}', `(e.profile_id > {after:UInt64} OR e.profile_id IN (${mergedAfter}))`, `e.kind = '${kind}'`]
+  const conditions = ['e.workspace_id = {ws:String}', `(e.profile_id > {after:UInt64} OR e.profile_id GLOBAL IN (${mergedAfter}))`, `e.kind = '${kind}'`]
   if (!(kind === 'purchase' && name === '*')) conditions.push(`e.name = ${p.bind(name, 'String')}`)
   if (f.within_days !== undefined) conditions.push(`e.time >= now64(3) - toIntervalDay(${p.bind(f.within_days, 'UInt32')})`)
   const having = `uniqExact(e.event_id) ${operator} ${p.bind(f.value, 'UInt64')}`
   const subquery = `SELECT ${EVENT_OWNER} AS owner FROM ${ownedEvents(t)} WHERE ${conditions.join(' AND ')}
     GROUP BY owner HAVING owner > {after:UInt64} AND ${zeroMatches ? `NOT (${having})` : having}`
-  return `(profile_id ${zeroMatches ? 'NOT IN' : 'IN'} (${subquery}))`
+  return `(profile_id ${zeroMatches ? 'GLOBAL NOT IN' : 'GLOBAL IN'} (${subquery}))`
 }
 
 function compileNode(f: Filter, p: ParamBinder, t: HistoryTables): string {

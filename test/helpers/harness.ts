@@ -134,8 +134,9 @@ export async function request(baseUrl: string, method: string, p: string, opts: 
 /**
  * `engine: false`: this process opens no ClickHouse, as an API process beside worker processes;
  * the worker processes a test spawns hold the engine, and `clickhouse` reaches it through them.
+ * `clickhouse`: a ClickHouse of the caller's (a server), used on this env's database; the caller closes it.
  */
-export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<string, string>; engine?: boolean } = {}): Promise<TestEnv> {
+export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<string, string>; engine?: boolean; clickhouse?: ClickHouse } = {}): Promise<TestEnv> {
   const dbName = await createTestDatabase()
   // Listening first, so the configuration's PUBLIC_URL (download links) names the real port.
   const server = http.createServer()
@@ -165,7 +166,7 @@ export async function startTestEnv(opts: { workers?: WorkerRole[]; env?: Record<
     channel = new EngineChannel(ctx.redis, new Redis(config.REDIS_URL, { maxRetriesPerRequest: null }), config.QUEUE_PREFIX)
     clickhouse = clickHouseOver({ database: dbName, insertIntervalMs: 0, connect: (lane) => channelConnection(channel!, lane) })
   } else {
-    const ch = sharedClickHouse()
+    const ch = opts.clickhouse ?? sharedClickHouse()
     clickhouse = { ...ch, database: dbName, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS, close: async () => {} }
     ctx = await createContext(config, logger, { clickhouse, migrate: true })
   }

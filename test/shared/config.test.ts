@@ -83,6 +83,19 @@ describe('loadConfig', () => {
     expect(e.message).toMatch(new RegExp(`^\\s*${name}: `, 'm'))
   })
 
+  it('takes a ClickHouse cluster name only beside CLICKHOUSE_URL, and only of the characters remote_servers names use', () => {
+    expect(loadConfig({ CLICKHOUSE_URL: 'http://127.0.0.1:8123', CLICKHOUSE_CLUSTER: 'analytics-eu.1' }).CLICKHOUSE_CLUSTER).toBe('analytics-eu.1')
+    expect(configErrorFor({ CLICKHOUSE_CLUSTER: 'analytics' }).message).toMatch(/^\s*CLICKHOUSE_CLUSTER: needs CLICKHOUSE_URL/m)
+    expect(configErrorFor({ CLICKHOUSE_URL: 'http://127.0.0.1:8123', CLICKHOUSE_CLUSTER: "a' OR 1" }).message).toMatch(/^\s*CLICKHOUSE_CLUSTER: letters, digits/m)
+  })
+
+  it('spaces inserts 100 ms apart by default on a ClickHouse server, where many worker processes insert, and not on the embedded engine', () => {
+    expect(loadConfig({}).CLICKHOUSE_INSERT_INTERVAL_MS).toBe(0)
+    expect(loadConfig({ CLICKHOUSE_URL: 'http://127.0.0.1:8123' }).CLICKHOUSE_INSERT_INTERVAL_MS).toBe(100)
+    expect(loadConfig({ CLICKHOUSE_URL: 'http://127.0.0.1:8123', CLICKHOUSE_INSERT_INTERVAL_MS: '0' }).CLICKHOUSE_INSERT_INTERVAL_MS).toBe(0)
+    expect(loadConfig({ CLICKHOUSE_INSERT_INTERVAL_MS: '250' }).CLICKHOUSE_INSERT_INTERVAL_MS).toBe(250)
+  })
+
   it('names every bad variable in one error, and only those', () => {
     const e = configErrorFor({ PORT: 'abc', DATABASE_URL: 'nope', CALLBACK_ALLOW_PRIVATE: 'maybe', HOST: 'db.internal' })
     const named = e.message

@@ -3,9 +3,8 @@ import os from 'node:os'
 import path from 'node:path'
 import type { Redis } from 'ioredis'
 import { clickHouseOver, engineConnection, engineHoldsDatabase, openClickHouse, tryLockDataDir, type ClickHouse, type EngineConnection } from '../../shared/clickhouse/client.js'
-import { migrateClickHouse } from '../../shared/clickhouse/migrate.js'
 import type { Config } from '../../shared/config.js'
-import { clickhouseDatabaseOf } from '../../shared/context.js'
+import { clickhouseDatabaseOf, prepareClickHouse } from '../../shared/context.js'
 import type { Pool } from '../../shared/db/pool.js'
 import { holdsProfiles, reserveEnginePlace } from '../../shared/db/repositories/deployment-repository.js'
 import { bindClickHouse, DeploymentMismatchError, type Deployment } from '../../shared/deployment.js'
@@ -96,7 +95,7 @@ export async function takeEngineSeat(opts: { config: Config; logger: Logger; pg:
         }
       }
       const ch = openClickHouse({ dataDir: dir, database, sameProcess: true, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS })
-      await migrateClickHouse(ch)
+      await prepareClickHouse(ch, { pg, logger, migrate: true })
       await bindClickHouse(ch, deployment, { pg, where: `DATA_DIR ${dir}`, engineAt: place })
       const thread = await serveEngineInThread({
         data: { redisUrl: config.REDIS_URL, prefix: config.QUEUE_PREFIX, dataDir: dir, database, logLevel: config.LOG_LEVEL, holder: me, seat },

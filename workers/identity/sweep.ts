@@ -18,7 +18,12 @@ export interface SweepDeps {
 
 function byWorkspace(items: { workspaceId: string; profileId: number }[]): Erasures[] {
   const by = new Map<string, number[]>()
-  for (const i of items) by.set(i.workspaceId, [...(by.get(i.workspaceId) ?? []), i.profileId])
+  // Pushed, not copied per item: a pass of 100,000 erasures in one workspace took minutes copying its list.
+  for (const i of items) {
+    let ids = by.get(i.workspaceId)
+    if (!ids) by.set(i.workspaceId, (ids = []))
+    ids.push(i.profileId)
+  }
   return [...by].map(([workspaceId, profileIds]) => ({ workspaceId, profileIds }))
 }
 
@@ -55,8 +60,10 @@ export async function sweepHistory(deps: SweepDeps): Promise<{ squashed: number;
       // A merged profile's old records go too: its user lives on in the kept profile, and erasing that one later must
       // leave nothing behind. Its overrides (and those ended by a delete) go last, so the table holds only pending ones.
       const gone = [...squashed, ...erase]
-      await Promise.all([eraseRowsOf(deps.clickhouse, 'events', gone), eraseRowsOf(deps.clickhouse, 'profile_snapshots', gone)])
-      await eraseRowsOf(deps.clickhouse, 'profile_overrides', gone)
+      // A pass whose mutations outlast half the erasure bound gives up loudly; the next one waits for the same mutations.
+      const wait = { waitMs: (deps.config.ERASURE_MAX_DELAY_SECONDS * 1000) / 2 }
+      await Promise.all([eraseRowsOf(deps.clickhouse, 'events', gone, wait), eraseRowsOf(deps.clickhouse, 'profile_snapshots', gone, wait)])
+      await eraseRowsOf(deps.clickhouse, 'profile_overrides', gone, wait)
       await forgetSwept(deps.pg, squash, erase.flatMap((e) => e.profileIds))
 
       done.squashed += squash.length

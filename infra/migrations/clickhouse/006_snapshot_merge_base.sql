@@ -1,3 +1,4 @@
+-- needs: ClickHouse 24.11 (the MergeTree setting merge_selector_base; older servers refuse it as unknown)
 -- Snapshot parts were merged five at a time (005 left them at the default for their FINAL reads),
 -- and under small requests those merges rewrote the table's low levels again and again. At 20:
 -- on the engine alone, ~35-row snapshot parts 14 times a second, the merge threads 0.03 of a core
@@ -5,5 +6,4 @@
 -- its merge threads 0.53-0.77 CPU-s in 10 s against 0.99-1.24. More small parts are active between
 -- merges, and FINAL reads them with the rest: segment size at rest p99 72-84 ms against 56-59
 -- (p50 the same), while a backlog drains 187-242 against 217-306 (README, Mixed load, twenty-fourth round).
--- A server too old to know the setting refuses this statement (unknown setting): drop the file there.
 ALTER TABLE {db}.profile_snapshots MODIFY SETTING merge_selector_base = 20;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { insertEvents, type EventRow } from '../../../shared/clickhouse/event-repository.js'
-import { copyOverriddenEvents, eraseRowsOf } from '../../../shared/clickhouse/history-repository.js'
+import { copyOverriddenEvents, eraseRowsOf, erasureStatements } from '../../../shared/clickhouse/history-repository.js'
 import { startTestEnv, type TestEnv } from '../../helpers/harness.js'
 
 let env: TestEnv
@@ -58,5 +58,38 @@ describe('the history sweep in ClickHouse', () => {
       format: 'JSONEachRow',
     })
     expect(Number((await rs.json<{ n: string }>())[0].n)).toBe(0)
+  })
+
+  /** The mutations of `events` whose text holds a marker, and how many are unfinished. */
+  async function marked(marker: string): Promise<{ n: number; pending: number }> {
+    const rs = await env.clickhouse.client.query({
+      query: `SELECT count() AS n, countIf(NOT is_done) AS pending FROM system.mutations
+               WHERE database = {db:String} AND table = 'events' AND position(command, {marker:String}) > 0`,
+      query_params: { db: env.clickhouse.database, marker },
+      format: 'JSONEachRow',
+    })
+    const [row] = await rs.json<{ n: string; pending: string }>()
+    return { n: Number(row.n), pending: Number(row.pending) }
+  }
+
+  it('waits a bounded time for its own mutation, and a repeated erasure waits for that one instead of registering another', async () => {
+    const ws = 'ws-bounded'
+    await insertEvents(env.clickhouse, eventsOf(ws, 1, 10))
+    const profiles = [{ workspaceId: ws, profileIds: [1, 2, 3] }]
+    const [{ marker }] = erasureStatements(env.clickhouse, 'events', profiles)
+    const table = `${env.clickhouse.database}.events`
+    // Merges stopped: the mutation is registered but cannot run, as when a server is slow to get to it.
+    await env.clickhouse.client.command({ query: `SYSTEM STOP MERGES ${table}` })
+    try {
+      const started = performance.now()
+      await expect(eraseRowsOf(env.clickhouse, 'events', profiles, { waitMs: 800 })).rejects.toThrow('mutation on events not done in time')
+      expect(performance.now() - started).toBeLessThan(5_000)
+      expect(await marked(marker)).toEqual({ n: 1, pending: 1 })
+    } finally {
+      await env.clickhouse.client.command({ query: `SYSTEM START MERGES ${table}` })
+    }
+    await eraseRowsOf(env.clickhouse, 'events', profiles)
+    expect(await marked(marker)).toEqual({ n: 1, pending: 0 })
+    expect([...(await rowsByProfile(ws)).keys()].sort((a, b) => a - b)).toEqual([4, 5, 6, 7, 8, 9, 10])
   })
 })

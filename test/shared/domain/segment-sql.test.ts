@@ -34,9 +34,9 @@ describe('segment filter compiler (pure)', () => {
 
   it('counts zero-satisfied event rules as "not among those failing", others as "among those passing"', () => {
     const lt = compile({ custom_event: 'open', op: 'count_lt', value: 2 })
-    expect(lt.where).toMatch(/^\(profile_id NOT IN \(SELECT .* AS owner FROM db\.events AS e .* HAVING owner > \{after:UInt64\} AND NOT \(uniqExact\(e\.event_id\) < \{f1:UInt64\}\)\)\)$/s)
+    expect(lt.where).toMatch(/^\(profile_id GLOBAL NOT IN \(SELECT .* AS owner FROM db\.events AS e .* HAVING owner > \{after:UInt64\} AND NOT \(uniqExact\(e\.event_id\) < \{f1:UInt64\}\)\)\)$/s)
     const gt = compile({ custom_event: 'open', op: 'count_gt', value: 0 })
-    expect(gt.where).toMatch(/^\(profile_id IN \(SELECT .* HAVING owner > \{after:UInt64\} AND uniqExact\(e\.event_id\) > \{f1:UInt64\}\)\)$/s)
+    expect(gt.where).toMatch(/^\(profile_id GLOBAL IN \(SELECT .* HAVING owner > \{after:UInt64\} AND uniqExact\(e\.event_id\) > \{f1:UInt64\}\)\)$/s)
     const anyProduct = compile({ purchase: '*', op: 'count_gte', value: 1 })
     expect(anyProduct.where).not.toContain('name =')
     expect(anyProduct.where).toContain("kind = 'purchase'")
