@@ -89,28 +89,32 @@ async function main() {
   let server: Server | undefined
   if (roles.api) {
     const admin = await ensureAdminToken(config)
-    const creds = await ensureFirstStartCredentials(ctx.pg, config)
+    const first = await ensureFirstStartCredentials(ctx.pg, config, admin)
     const app = createApp(apiDepsFrom(ctx, metrics, admin.token))
     server = app.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG })
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
     server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000
     await new Promise<void>((resolve, reject) => server!.once('listening', resolve).once('error', reject))
+    const creds = first?.credentials
+    // The credentials are shown once, on the first start; later starts say where they are.
     const banner = [
       `API listening on ${config.PUBLIC_URL}`,
-      `admin token:   ${admin.token}${admin.generated ? '   (generated into ' + config.DATA_DIR + '/admin-token)' : ''}`,
-      ...(creds
+      ...(creds && first.created
         ? [
+            `admin token:   ${admin.token}${admin.generated ? `   (generated into ${config.DATA_DIR}/admin-token)` : '   (ADMIN_TOKEN)'}`,
             `workspace:     ${creds.workspace_name} (${creds.workspace_id})`,
             `API key:       ${creds.api_key}`,
             `SCIM token:    ${creds.scim_token}   (X-Request-Origin: ${creds.scim_request_origin})`,
-            `(also in ${config.DATA_DIR}/credentials.json)`,
+            `(all in ${config.DATA_DIR}/credentials.json, readable by its owner only)`,
           ]
-        : []),
+        : [`credentials:   ${creds ? `${config.DATA_DIR}/credentials.json` : 'none here (this database was set up elsewhere)'}; admin token: ${admin.generated || !config.ADMIN_TOKEN ? `${config.DATA_DIR}/admin-token` : 'ADMIN_TOKEN'}`]),
     ]
     console.log(banner.join('\n'))
   }
   const engine = seat ? (seat.holds() ? 'embedded (held here)' : 'embedded (through its holder)') : ctx.clickhouse ? 'server' : 'none'
   logger.info({ api: roles.api, workers: roles.workers, clickhouse: engine, deployment: ctx.deployment.id }, 'started')
+  // A supervisor (make run's) waits for this before it starts the next process or says ready.
+  process.send?.({ type: 'ready' })
 
   let stopping = false
   shutdown = async (signal: string) => {

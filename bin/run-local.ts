@@ -3,8 +3,9 @@
  * keeps answering while the workers are saturated. The worker process runs at a lower CPU priority
  * (the idle scheduling class, `workerPriority`): the scheduler gives the API the cores whenever it has work. The API needs no
  * ClickHouse; the worker holds the embedded engine (its flock dies with it, so a restart is
- * immediate). A child that dies unexpectedly is restarted after a short back-off; SIGINT/SIGTERM
- * are passed on and the supervisor exits once both children have.
+ * immediate). The worker starts first and the API once the worker is ready, so the service says
+ * "ready" only when both answer. A child that dies unexpectedly is restarted after a short back-off;
+ * SIGINT/SIGTERM are passed on and the supervisor exits once both children have.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { ConfigError, loadConfig } from '../shared/config.js'
@@ -57,9 +58,11 @@ function main() {
 
   const start = (c: Child) => {
     const [cmd, ...args] = [...c.priority, ...serviceCommand([c.role])]
-    const proc = spawn(cmd, args, { env: c.env, stdio: ['pipe', 'inherit', 'inherit'] })
+    // The IPC channel carries the child's word that it is ready (main.ts).
+    const proc = spawn(cmd, args, { env: c.env, stdio: ['pipe', 'inherit', 'inherit', 'ipc'] })
     c.proc = proc
     c.startedAt = Date.now()
+    proc.on('message', (m: { type?: string }) => m?.type === 'ready' && ready(c))
     proc.on('error', (e) => logger.error({ role: c.role, err: e }, 'could not start the process'))
     proc.on('close', (code, signal) => exited(c, proc, code, signal))
     logger.info({ role: c.role, pid: proc.pid, priority: c.priority.join(' ') || 'default' }, 'process started')
@@ -107,9 +110,24 @@ function main() {
     finishIfDone()
   }
 
+  // The worker first, the API once the worker holds the engine, and the ready line once the API
+  // listens: a read sent as soon as "ready" shows is answered, not told that no worker holds the engine.
+  let announced = false
+  const ready = (c: Child) => {
+    if (c.role === 'worker' && !api.proc && !api.restartTimer) return start(api)
+    if (c.role === 'api' && !announced) {
+      announced = true
+      clearTimeout(slow)
+      console.log(`ready: ${config.PUBLIC_URL} (API and worker answer; Ctrl-C stops both)`)
+    }
+  }
+  const [api, worker] = children
+  const slow = setTimeout(() => logger.warn('still starting: the API starts once the worker holds the embedded engine (see the worker\'s messages above)'), 30_000)
+  slow.unref()
+
   process.on('SIGINT', () => stop('SIGINT', 0))
   process.on('SIGTERM', () => stop('SIGTERM', 0))
-  for (const c of children) start(c)
+  start(worker)
 }
 
 main()

@@ -26,6 +26,8 @@ export async function ensureAdminToken(config: Config): Promise<{ token: string;
 }
 
 export interface FirstStartCredentials {
+  /** The operator token: generated (also in DATA_DIR/admin-token), or left out when ADMIN_TOKEN sets it. */
+  admin_token?: string
   workspace_id: string
   workspace_name: string
   api_key: string
@@ -35,10 +37,15 @@ export interface FirstStartCredentials {
 
 /**
  * On a first start with an empty database: the `default` workspace, an API key with every
- * permission and a SCIM token, written to DATA_DIR/credentials.json. Later starts return what
- * that file holds (the keys themselves are only stored hashed in the database).
+ * permission and a SCIM token, written with the generated admin token to DATA_DIR/credentials.json
+ * (mode 0600) and answered with `created`. Later starts answer what that file holds (the keys
+ * themselves are only stored hashed in the database).
  */
-export async function ensureFirstStartCredentials(pg: Pool, config: Config): Promise<FirstStartCredentials | undefined> {
+export async function ensureFirstStartCredentials(
+  pg: Pool,
+  config: Config,
+  admin: { token: string; generated: boolean },
+): Promise<{ credentials: FirstStartCredentials; created: boolean } | undefined> {
   const file = path.resolve(config.DATA_DIR, 'credentials.json')
   const created = await withTransaction(pg, async (db) => {
     await lockFirstStart(db)
@@ -47,15 +54,22 @@ export async function ensureFirstStartCredentials(pg: Pool, config: Config): Pro
     const key = await createApiKey(db, { workspaceId: ws.id, name: 'default', permissions: [...Permissions] })
     const origin = 'localhost'
     const scim = await createScimToken(db, origin)
-    return { workspace_id: ws.id, workspace_name: ws.name, api_key: key.key, scim_token: scim.token, scim_request_origin: origin }
+    return {
+      ...(config.ADMIN_TOKEN ? {} : { admin_token: admin.token }),
+      workspace_id: ws.id,
+      workspace_name: ws.name,
+      api_key: key.key,
+      scim_token: scim.token,
+      scim_request_origin: origin,
+    }
   })
   if (created) {
     await mkdir(config.DATA_DIR, { recursive: true })
     await writeFile(file, `${JSON.stringify(created, null, 2)}\n`, { mode: 0o600 })
-    return created
+    return { credentials: created, created: true }
   }
   try {
-    return JSON.parse(await readFile(file, 'utf8')) as FirstStartCredentials
+    return { credentials: JSON.parse(await readFile(file, 'utf8')) as FirstStartCredentials, created: false }
   } catch {
     return undefined
   }

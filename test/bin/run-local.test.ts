@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import http from 'node:http'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -49,12 +49,19 @@ interface Supervisor {
   metricsUrl: string
   /** The supervisor's child running `main.ts <role>`, if it has one now. */
   child(role: 'api' | 'worker'): number | undefined
+  dataDir: string
+  dbName: string
+  prefix: string
 }
 
-/** `bin/run-local.ts` as `npm start` runs it, on a database, DATA_DIR and queue prefix that nothing created yet. */
-async function startSupervisor(env: Record<string, string> = {}): Promise<Supervisor> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'uds-run-local-'))
-  const dbName = `uds_test_runlocal_${randomBytes(4).toString('hex')}`
+/**
+ * `bin/run-local.ts` as `npm start` runs it, on a database, DATA_DIR and queue prefix that nothing
+ * created yet, or (`again`) on those of a supervisor started before.
+ */
+async function startSupervisor(env: Record<string, string> = {}, again?: Supervisor): Promise<Supervisor> {
+  const dataDir = again?.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'uds-run-local-'))
+  const dbName = again?.dbName ?? `uds_test_runlocal_${randomBytes(4).toString('hex')}`
+  const prefix = again?.prefix ?? `udstest_${randomBytes(5).toString('hex')}`
   const port = await freePort()
   const metricsPort = await freePort()
   const proc = spawn(process.execPath, ['--import', 'tsx', 'bin/run-local.ts'], {
@@ -64,7 +71,7 @@ async function startSupervisor(env: Record<string, string> = {}): Promise<Superv
       HOME: process.env.HOME ?? '',
       DATA_DIR: dataDir,
       DATABASE_URL: `postgres://127.0.0.1:5432/${dbName}`,
-      QUEUE_PREFIX: `udstest_${randomBytes(5).toString('hex')}`,
+      QUEUE_PREFIX: prefix,
       HOST: '127.0.0.1',
       PORT: String(port),
       METRICS_PORT: String(metricsPort),
@@ -94,7 +101,7 @@ async function startSupervisor(env: Record<string, string> = {}): Promise<Superv
     await dropTestDatabase(dbName).catch(() => {})
     rmSync(dataDir, { recursive: true, force: true })
   })
-  return { proc, stdout: () => out, stderr: () => err, url: `http://127.0.0.1:${port}`, metricsUrl: `http://127.0.0.1:${metricsPort}`, child }
+  return { proc, stdout: () => out, stderr: () => err, url: `http://127.0.0.1:${port}`, metricsUrl: `http://127.0.0.1:${metricsPort}`, child, dataDir, dbName, prefix }
 }
 
 const status = (url: string, init?: RequestInit) => fetch(url, init).then((r) => r.status, () => 0)
@@ -199,6 +206,31 @@ describe('bin/run-local.ts (make run)', () => {
     expect(await exited(sup.proc)).toBe(0)
     expect(alive(api2!)).toBe(false)
     expect(alive(worker2!)).toBe(false)
+  }, 300_000)
+
+  it('says ready only once reads are answered, and shows the credentials on the first start only', async () => {
+    const sup = await startSupervisor()
+    await until('the ready line', () => sup.stdout() + (sup.proc.exitCode ?? ''), (s) => /^ready: /m.test(s) || sup.proc.exitCode !== null, 120_000)
+    const credentials = JSON.parse(readFileSync(path.join(sup.dataDir, 'credentials.json'), 'utf8'))
+    // The moment it says ready, a ClickHouse read (a segment size) is answered, not refused with 503.
+    const headers = { authorization: `Bearer ${credentials.admin_token}`, 'content-type': 'application/json' }
+    const seg = await fetch(`${sup.url}/admin/v1/workspaces/${credentials.workspace_id}/segments`, { method: 'POST', headers, body: JSON.stringify({ name: 'all', filter: { all: [] } }) })
+    const { segment_id } = (await seg.json()) as { segment_id: string }
+    expect(await status(`${sup.url}/admin/v1/workspaces/${credentials.workspace_id}/segments/${segment_id}`, { headers })).toBe(200)
+    // Every credential of the first start is in the file, readable by its owner only, and was shown once.
+    expect(credentials).toMatchObject({ admin_token: expect.any(String), api_key: expect.any(String), scim_token: expect.any(String) })
+    expect(statSync(path.join(sup.dataDir, 'credentials.json')).mode & 0o777).toBe(0o600)
+    expect(sup.stdout()).toContain(credentials.api_key)
+    sup.proc.kill('SIGTERM')
+    expect(await exited(sup.proc)).toBe(0)
+
+    const again = await startSupervisor({}, sup)
+    await until('the second ready line', () => again.stdout(), (s) => /^ready: /m.test(s), 120_000)
+    expect(again.stdout()).not.toContain(credentials.api_key)
+    expect(again.stdout()).not.toContain(credentials.admin_token)
+    expect(again.stdout()).toContain(`credentials:   ${sup.dataDir}/credentials.json`)
+    again.proc.kill('SIGTERM')
+    expect(await exited(again.proc)).toBe(0)
   }, 300_000)
 
   it('reports a bad variable once and exits 2 without starting anything', async () => {

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm, stat } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -29,15 +29,18 @@ describe('first start', () => {
     const configs = await Promise.all([1, 2, 3, 4].map(async () => ({ ...env.config, DATA_DIR: await dataDir() })))
     // Connections open beforehand, so that the starts' transactions overlap rather than queue for one.
     await Promise.all(configs.map(() => env.ctx.pg.query('SELECT 1')))
-    const results = await Promise.all(configs.map((c) => ensureFirstStartCredentials(env.ctx.pg, c)))
+    const admin = { token: 'generated-admin-token', generated: true }
+    const results = await Promise.all(configs.map((c) => ensureFirstStartCredentials(env.ctx.pg, { ...c, ADMIN_TOKEN: undefined }, admin)))
 
-    const created = results.filter((r) => r !== undefined)
+    const created = results.filter((r) => r?.created)
     expect(created).toHaveLength(1)
-    expect(created[0]).toMatchObject({ workspace_name: 'default', scim_request_origin: 'localhost' })
+    expect(created[0]!.credentials).toMatchObject({ admin_token: 'generated-admin-token', workspace_name: 'default', scim_request_origin: 'localhost' })
     expect(await countWorkspaces(env.ctx.pg)).toBe(1)
 
-    // A later start of the process that created them reads them back from its data directory.
+    // A later start of the process that created them reads them back from its data directory, as not created now.
     const creator = configs[results.indexOf(created[0])]
-    expect(await ensureFirstStartCredentials(env.ctx.pg, creator)).toEqual(created[0])
+    const file = path.join(creator.DATA_DIR, 'credentials.json')
+    expect((await stat(file)).mode & 0o777).toBe(0o600)
+    expect(await ensureFirstStartCredentials(env.ctx.pg, creator, admin)).toEqual({ credentials: created[0]!.credentials, created: false })
   })
 })

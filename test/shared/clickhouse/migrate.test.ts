@@ -90,7 +90,7 @@ describe('ClickHouse migrations', () => {
         format: 'JSONEachRow',
       })
       const recorded = await rs.json<{ file: string; outcome: string; server_version: string }>()
-      expect(recorded.map((r) => r.file)).toEqual(['001_events.sql', '002_profile_snapshots.sql', '003_profile_overrides.sql', '004_steady_part_cleanup.sql', '005_event_merge_base.sql', '006_snapshot_merge_base.sql'])
+      expect(recorded.map((r) => r.file)).toEqual(['001_events.sql', '002_profile_snapshots.sql', '003_profile_overrides.sql', '004_steady_part_cleanup.sql', '005_event_merge_base.sql', '006_snapshot_merge_base.sql', '007_deployment.sql'])
       expect(recorded.every((r) => r.outcome === 'applied')).toBe(true)
       expect(recorded.find((r) => r.file === '001_events.sql')!.server_version).toBe('24.8.14.39')
     } finally {
@@ -104,7 +104,7 @@ describe('ClickHouse migrations', () => {
       const starts = Array.from({ length: 3 }, () => migrateClickHouse(ch, { serialize: (fn) => withClickHouseMigrationLock(env.ctx.pg, fn) }))
       const outcomes = await Promise.all(starts)
       // The first start applied every file; the others found them recorded.
-      expect(outcomes.map((o) => o.length).sort()).toEqual([0, 0, 6])
+      expect(outcomes.map((o) => o.length).sort()).toEqual([0, 0, 7])
       const rs = await env.clickhouse.client.query({
         query: `SELECT count() AS n FROM system.mutations WHERE database = {db:String} AND table = 'profile_snapshots' AND command LIKE '%MATERIALIZE COLUMN%'`,
         query_params: { db: ch.database },
