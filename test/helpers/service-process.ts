@@ -206,15 +206,16 @@ export async function startWorkerPool(opts: { workers: { dataDir?: string; roles
   const startWorker = (i: number) =>
     watch(node(['worker', ...(opts.workers[i].roles ?? [])], { DATA_DIR: opts.workers[i].dataDir ?? env.DATA_DIR, METRICS_PORT: String(metricsPorts[i]), HOST: '127.0.0.1' }))
   watch(api)
-  const workers = opts.workers.map((_, i) => startWorker(i))
   const output = () => out
+  const workerReady = (p: number) =>
+    until(`worker metrics on ${p}`, () => fetch(`http://127.0.0.1:${p}/metrics`).then((r) => r.status, () => 0), (s) => s === 200, 90_000, 200)
+  // The first worker first: a new deployment's engine is made where a worker first starts.
+  const workers = [startWorker(0)]
+  await workerReady(metricsPorts[0])
+  for (let i = 1; i < opts.workers.length; i++) workers.push(startWorker(i))
   const url = `http://127.0.0.1:${port}`
   await ready(url, output)
-  await Promise.all(
-    metricsPorts.map((p) =>
-      until(`worker metrics on ${p}`, () => fetch(`http://127.0.0.1:${p}/metrics`).then((r) => r.status, () => 0), (s) => s === 200, 90_000, 200),
-    ),
-  )
+  await Promise.all(metricsPorts.map(workerReady))
   const credentials = JSON.parse(readFileSync(path.join(env.DATA_DIR, 'credentials.json'), 'utf8')) as FirstStartCredentials
   return {
     apis: [url],
