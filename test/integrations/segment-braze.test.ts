@@ -385,7 +385,7 @@ describe('Ecommerce events (ecommerce, ecommerceSingleProduct), their presets', 
     expect((await eventProperties(u.service_id, EVENT_NAMES.PRODUCT_VIEWED))[0]).toMatchObject({ product_id: 'sku-9', product_name: 'Pot', price: 30, currency: 'USD', source: 'app' })
   })
 
-  it('batched, both, with the "update" sync mode for an unknown user marked failed at its index', async () => {
+  it('batched, both; with the "update" sync mode an unknown user is reported in the progress at its index', async () => {
     await perform('updateUserProfile', { type: 'identify', userId: 'seg-ecom-b', traits: {} })
     const run = await performBatch(
       'ecommerce',
@@ -404,8 +404,8 @@ describe('Ecommerce events (ecommerce, ecommerceSingleProduct), their presets', 
       ],
       { ...preset('Product Viewed (beta)'), __segment_internal_sync_mode: 'update' },
     )
-    // The reference reports a user it may not create in the request's progress here, not in
-    // the answer, so the destination counts both as delivered.
+    // A user an object may not create is reported in the request's progress, not in the answer
+    // the destination reads, so it counts both payloads delivered (docs/compatibility.md).
     expect(single.statuses.map((s) => s.status)).toEqual([200, 200])
     expect(single.progress[0].errors).toEqual([expect.objectContaining({ type: 'user_not_found', index: 1 })])
     expect(eventNames(await user('seg-ecom-b'))).toEqual([`${EVENT_NAMES.ORDER_PLACED}:2`, `${EVENT_NAMES.PRODUCT_VIEWED}:1`])
