@@ -1,4 +1,5 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js'
+import { z } from 'zod'
 
 /**
  * Numbers seen lately and what they normalize to: parsing one weighs more than every other check of
@@ -20,3 +21,10 @@ export function toE164(input: string): string | undefined {
   recent.set(input, e164)
   return e164
 }
+
+/** A phone number a request names a user by, stored in E.164 (a number we cannot read is refused). */
+export const PhoneNumber = z.string().transform((s, ctx) => {
+  const e164 = toE164(s)
+  if (!e164) ctx.addIssue({ code: 'custom', message: 'must be a valid phone number with country code (E.164)' })
+  return e164 ?? z.NEVER
+})

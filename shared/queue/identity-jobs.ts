@@ -27,10 +27,10 @@ export const MergeOperation = z.object({
 })
 export type MergeOperation = z.infer<typeof MergeOperation>
 
-/** One element of /users/identify: the user named by `user` (an alias or an email) gets `externalId`. */
+/** One element of /users/identify: the user named by `user` (an alias, an email or a phone) gets `externalId`. */
 export const IdentifyOperation = z.object({
   type: z.literal('identify'),
-  inputArray: z.enum(['aliases_to_identify', 'emails_to_identify']),
+  inputArray: z.enum(['aliases_to_identify', 'emails_to_identify', 'phone_numbers_to_identify']),
   index: z.number().int(),
   externalId: z.string(),
   user: IdentityTarget,

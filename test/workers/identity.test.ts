@@ -240,6 +240,17 @@ describe('identify', () => {
     expect(await one({ external_ids: ['walkin'] })).toMatchObject({ first_name: 'Walk', email: 'walkin@example.com' })
   })
 
+  it('identifies a phone-only user found with prioritization, merging it into the user who has the external id', async () => {
+    await track({ attributes: [{ phone: '+1 415 555 2671', first_name: 'Caller' }, { external_id: 'caller', last_name: 'Known' }] })
+    const progress = await identify({ phone_numbers_to_identify: [{ external_id: 'caller', phone: '+14155552671', prioritization: ['unidentified', 'most_recently_updated'] }] })
+    expect(progress.errors).toBeUndefined()
+    expect(await one({ external_ids: ['caller'] })).toMatchObject({ first_name: 'Caller', last_name: 'Known', phone: '+14155552671' })
+    expect((await env.readUsers(ws.key, { phone: '+14155552671' })).users.map((u: any) => u.external_id)).toEqual(['caller'])
+
+    const missing = await identify({ phone_numbers_to_identify: [{ external_id: 'nobody', phone: '+14155550000', prioritization: ['unidentified'] }] })
+    expect(missing.errors).toEqual([expect.objectContaining({ type: 'user_not_found', input_array: 'phone_numbers_to_identify', index: 0 })])
+  })
+
   it('ties a new alias to the identified user, and reports aliases it cannot identify', async () => {
     await track({ attributes: [{ external_id: 'owner' }, { external_id: 'other' }] })
     await identify({ aliases_to_identify: [{ external_id: 'owner', user_alias: alias('second') }] })

@@ -175,6 +175,9 @@ describe('fatal errors', () => {
 
   it('refuses a body with nothing to track, and one that is not an object', async () => {
     expect((await env.call('POST', '/users/track', { key: ws.key, body: {} })).body.message).toBe('request must contain attributes, events or purchases')
+    const empty = await env.call('POST', '/users/track', { key: ws.key, body: { attributes: [], events: [], purchases: [] } })
+    expect(empty.status).toBe(400)
+    expect(empty.body.message).toBe('request must contain attributes, events or purchases')
     expect((await env.call('POST', '/users/track', { key: ws.key, body: [1] })).status).toBe(400)
   })
 })

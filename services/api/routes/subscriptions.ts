@@ -9,7 +9,7 @@ import {
 } from '../../../shared/db/repositories/subscription-state-repository.js'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import { EmailAddress } from '../../../shared/domain/email.js'
-import { toE164 } from '../../../shared/domain/phone.js'
+import { PhoneNumber } from '../../../shared/domain/phone.js'
 import { badRequest } from '../../../shared/errors.js'
 import { submitRequest } from '../../../shared/queue/jobs.js'
 import { trackChangeJobs } from '../../../shared/queue/track-job-builder.js'
@@ -26,12 +26,6 @@ const MAX_V2_GROUPS = 25
 
 /** Postgres for the groups and states, the queues and the partition count for the changes. */
 type SubscriptionDeps = Pick<ApiDeps, 'pg' | 'producer'>
-
-export const PhoneNumber = z.string().transform((s, ctx) => {
-  const e164 = toE164(s)
-  if (!e164) ctx.addIssue({ code: 'custom', message: 'must be a valid phone number with country code (E.164)' })
-  return e164 ?? z.NEVER
-})
 
 const ExternalId = z.string().min(1, 'must be a non-empty string').max(512)
 const SubscriptionState = z.enum(['subscribed', 'unsubscribed'])

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import { EmailAddress, normalizeEmail } from '../../../shared/domain/email.js'
-import { toE164 } from '../../../shared/domain/phone.js'
+import { PhoneNumber, toE164 } from '../../../shared/domain/phone.js'
 import { Prioritization, prioritizationProblem, type Priority } from '../../../shared/domain/prioritization.js'
 import { UserAlias } from '../../../shared/domain/track-validation.js'
 import { badRequest } from '../../../shared/errors.js'
@@ -100,21 +100,25 @@ export const IdentifyBody = z
   .object({
     aliases_to_identify: z.array(z.object({ external_id: ExternalId, user_alias: UserAlias }).strict()).optional(),
     emails_to_identify: z.array(z.object({ external_id: ExternalId, email: EmailAddress, prioritization: Prioritization }).strict()).optional(),
+    phone_numbers_to_identify: z
+      .array(z.object({ external_id: ExternalId, phone: PhoneNumber.describe('a valid phone number with country code, stored in E.164'), prioritization: Prioritization }).strict())
+      .optional(),
     // Accepted for compatibility; every call merges (interface.md 4.3 rule 1).
     merge_behavior: z.enum(['merge', 'none']).optional(),
   })
   .strict()
 
-/** /users/identify: aliases, then emails, each becoming one identify operation. */
+const IDENTIFY_LISTS = 'aliases_to_identify, emails_to_identify and phone_numbers_to_identify'
+
+/** /users/identify: aliases, then emails, then phone numbers, each becoming one identify operation. */
 export function parseIdentify(body: unknown): IdentifyOperation[] {
   const parsed = parseOr400(IdentifyBody, body ?? {})
   const aliases = parsed.aliases_to_identify ?? []
   const emails = parsed.emails_to_identify ?? []
-  const total = aliases.length + emails.length
-  if (total === 0) throw badRequest('aliases_to_identify or emails_to_identify must name at least one user')
-  if (total > MAX_IDENTIFY) {
-    throw badRequest(`a single request may not identify more than ${MAX_IDENTIFY} users (aliases_to_identify and emails_to_identify together)`)
-  }
+  const phones = parsed.phone_numbers_to_identify ?? []
+  const total = aliases.length + emails.length + phones.length
+  if (total === 0) throw badRequest('aliases_to_identify, emails_to_identify or phone_numbers_to_identify must name at least one user')
+  if (total > MAX_IDENTIFY) throw badRequest(`a single request may not identify more than ${MAX_IDENTIFY} users (${IDENTIFY_LISTS} together)`)
   return [
     ...aliases.map((a, index): IdentifyOperation => ({
       type: 'identify',
@@ -129,6 +133,13 @@ export function parseIdentify(body: unknown): IdentifyOperation[] {
       index,
       externalId: e.external_id,
       user: { kind: 'email', value: e.email, prioritization: e.prioritization },
+    })),
+    ...phones.map((p, index): IdentifyOperation => ({
+      type: 'identify',
+      inputArray: 'phone_numbers_to_identify',
+      index,
+      externalId: p.external_id,
+      user: { kind: 'phone', value: p.phone, prioritization: p.prioritization },
     })),
   ]
 }
@@ -217,7 +228,7 @@ const merge: ApiRoute<IdentityDeps> = {
 const identify: ApiRoute<IdentityDeps> = {
   method: 'post',
   path: '/users/identify',
-  summary: 'Identify alias-only or email-only users with an external id (merging into the user who has it)',
+  summary: 'Identify alias-only, email-only or phone-only users with an external id (merging into the user who has it)',
   auth: 'api_key',
   permission: 'users.identify',
   write: true,

@@ -97,7 +97,8 @@ export function trackBodyOf(raw: unknown): TrackLists {
     throw fatal(`${issue.path.join('.') || 'body'}: ${issue.message}`)
   }
   const body = parsed.data
-  if (!body.attributes && !body.events && !body.purchases) throw fatal('request must contain attributes, events or purchases')
+  // Empty lists count as absent: clients that always send all three lists send [] for the unused ones.
+  if (!body.attributes?.length && !body.events?.length && !body.purchases?.length) throw fatal('request must contain attributes, events or purchases')
   return body
 }
 

@@ -135,10 +135,11 @@ describe('POST /users/identify', () => {
       const r = await post('/users/identify', {
         aliases_to_identify: [alias(1), alias(2)],
         emails_to_identify: [{ external_id: 'e3', email: 'E3@Example.com', prioritization: ['unidentified'] }],
+        phone_numbers_to_identify: [{ external_id: 'e4', phone: '+44 20 7183 8750', prioritization: ['most_recently_updated'] }],
         ...(merge_behavior && { merge_behavior }),
       })
       expect(r.status, r.text).toBe(201)
-      expect(r.body).toEqual({ aliases_processed: 3, message: 'success' })
+      expect(r.body).toEqual({ aliases_processed: 4, message: 'success' })
       expect(r.headers.get('x-request-id')).toBeTruthy()
     }
   })
@@ -148,12 +149,17 @@ describe('POST /users/identify', () => {
     expect((await post('/users/identify', { aliases_to_identify: fifty })).body).toEqual({ aliases_processed: 50, message: 'success' })
     const r = await post('/users/identify', { aliases_to_identify: [...fifty, alias(50)] })
     expect(r.status).toBe(400)
-    expect(r.body.message).toBe('a single request may not identify more than 50 users (aliases_to_identify and emails_to_identify together)')
+    expect(r.body.message).toBe('a single request may not identify more than 50 users (aliases_to_identify, emails_to_identify and phone_numbers_to_identify together)')
     const mixed = await post('/users/identify', {
       aliases_to_identify: fifty,
       emails_to_identify: [{ external_id: 'x', email: 'x@example.com', prioritization: ['identified'] }],
     })
     expect(mixed.status).toBe(400)
+    const phones = await post('/users/identify', {
+      aliases_to_identify: fifty.slice(1),
+      phone_numbers_to_identify: [{ external_id: 'x', phone: '+14155552671', prioritization: ['identified'] }, { external_id: 'y', phone: '+14155552672', prioritization: ['identified'] }],
+    })
+    expect(phones.status).toBe(400)
   })
 
   it('refuses malformed entries, an unknown merge_behavior, an empty request and a bad prioritization', async () => {
@@ -165,8 +171,11 @@ describe('POST /users/identify', () => {
       [{ emails_to_identify: [{ external_id: 'e', email: `${'a'.repeat(243)}@example.com`, prioritization: ['identified'] }] }, 'emails_to_identify.0.email: must be at most 254 characters'],
       [{ emails_to_identify: [{ external_id: 'e', email: 'a@example.com', prioritization: ['identified', 'unidentified'] }] }, `emails_to_identify.0.prioritization: ${PRIORITIZATION}`],
       [{ emails_to_identify: [{ external_id: 'e', email: 'a@example.com' }] }, `emails_to_identify.0.prioritization: ${PRIORITIZATION}`],
-      [{}, 'aliases_to_identify or emails_to_identify must name at least one user'],
-      [{ aliases_to_identify: [] }, 'aliases_to_identify or emails_to_identify must name at least one user'],
+      [{ phone_numbers_to_identify: [{ external_id: 'e', phone: '12', prioritization: ['identified'] }] }, 'phone_numbers_to_identify.0.phone: must be a valid phone number with country code (E.164)'],
+      [{ phone_numbers_to_identify: [{ external_id: 'e', phone: '+14155552671' }] }, `phone_numbers_to_identify.0.prioritization: ${PRIORITIZATION}`],
+      [{ phone_numbers_to_identify: [{ external_id: 'e', email: 'a@example.com', prioritization: ['identified'] }] }, 'phone_numbers_to_identify.0'],
+      [{}, 'aliases_to_identify, emails_to_identify or phone_numbers_to_identify must name at least one user'],
+      [{ aliases_to_identify: [] }, 'aliases_to_identify, emails_to_identify or phone_numbers_to_identify must name at least one user'],
     ]
     for (const [body, message] of cases) {
       const r = await post('/users/identify', body)
