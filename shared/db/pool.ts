@@ -26,6 +26,13 @@ export function withDefaultUser(databaseUrl: string): string {
  */
 export const IDLE_CONNECTION_MS = 10 * 60_000
 
+/**
+ * A worker host cut off mid-transaction leaves its session holding row and advisory locks until
+ * the server notices; by the kernel's keepalive defaults, hours. These end such a session within
+ * about a minute (keepalive probes, and an open transaction left idle), so other hosts go on.
+ */
+const DEAD_CLIENT_SETTINGS = '-c tcp_keepalives_idle=20 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=4 -c idle_in_transaction_session_timeout=60000'
+
 export function createPool(databaseUrl: string, max = 20): Pool {
   // JIT off for our sessions: every statement here touches a bounded set of rows by index, yet a
   // batch's look-up over thousands of ids is costed above jit_optimize_above_cost, and compiling
@@ -34,7 +41,8 @@ export function createPool(databaseUrl: string, max = 20): Pool {
   const pool = new pg.Pool({
     connectionString: withDefaultUser(databaseUrl),
     max,
-    options: '-c jit=off',
+    options: `-c jit=off ${DEAD_CLIENT_SETTINGS}`,
+    keepAlive: true,
     idleTimeoutMillis: IDLE_CONNECTION_MS,
     allowExitOnIdle: true,
   })
