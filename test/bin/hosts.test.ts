@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SERVICE_NODE_FLAGS, serviceProcessEnv } from '../../bin/process-flags.js'
 import { canMakeHosts, createLab, startDataHost, type Lab } from '../helpers/netns.js'
@@ -25,6 +26,8 @@ let call: Call
 let key: string
 let ws: string
 let adminToken: string
+/** Users the first test creates beside its load, for the second's segment count. */
+let extraUsers = 0
 const METRICS_PORT = 9464
 
 function startService(host: 'api' | 'w1' | 'w2'): ChildProcess {
@@ -84,27 +87,43 @@ describe.skipIf(!canMakeHosts())('the service on several hosts', () => {
   it('loses and doubles nothing, and keeps each user\'s order, while a worker host is cut off and comes back', async () => {
     const load = orderedLoad({ tag: 'cut-w2', users: 120, requests: 420, perRequest: 6, lanes: 6 })
     const before = { w1: await applied('w1'), w2: await applied('w2') }
-    // Cut for longer than a job lock: the other host takes the cut one's partitions and active jobs over.
-    let mended: Promise<void> | undefined
+    const members = async () => {
+      const redis = new Redis(data.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 })
+      try {
+        await redis.connect()
+        return await redis.zcard('uds:members:track')
+      } finally {
+        redis.disconnect()
+      }
+    }
+    // Cut, once it is applying, for longer than a job lock: the other host takes its partitions and active jobs over.
+    let atMend = 0
     let reachableWhileCut: boolean | undefined
     const ids = await sendOrdered(call, key, load, {
-      between: (k) => {
-        if (k !== 100) return
-        lab.cut('w2')
-        mended = (async () => {
+      between: async (k) => {
+        if (k === 100) {
+          await until('the second host to apply work', () => applied('w2'), (n) => n > before.w2, 60_000, 100)
+          lab.cut('w2')
           await new Promise((r) => setTimeout(r, 4_000))
           reachableWhileCut = await fetch(metricsOf('w2'), { signal: AbortSignal.timeout(2_000) }).then(() => true, () => false)
+        }
+        if (k === 250) {
+          // Sent meanwhile: the first host's alone. Back, the second host rejoins and takes its share again.
           await new Promise((r) => setTimeout(r, 8_000))
           lab.mend('w2')
-        })()
+          await until('the second host to rejoin the track group', members, (n) => n === 2, 60_000, 200)
+          atMend = await applied('w2')
+        }
       },
     })
-    await mended
     expect(reachableWhileCut).toBe(false)
     await waitAllDone(call, key, ids, 240_000)
     await expectOrderedOutcome(call, key, load)
     expect(await applied('w1')).toBeGreaterThan(before.w1)
-    expect(await applied('w2'), `the cut host applied work\n${out.slice(-3000)}`).toBeGreaterThan(before.w2)
+    expect(atMend, 'the cut host applied work before the cut').toBeGreaterThan(before.w2)
+    // Back, it takes its share of new work again (its connections resume once TCP retransmits get through).
+    const more = () => call('POST', '/users/track', { token: key, body: { attributes: Array.from({ length: 8 }, () => ({ external_id: `after-mend-${extraUsers++}`, plan: 'x' })) } })
+    await until('the host that came back to apply work', async () => (await more(), applied('w2')), (m) => m > atMend, 120_000, 250)
   }, 600_000)
 
   it('makes no second engine while the engine host is cut off: the work waits for it, and then applies whole', async () => {
@@ -129,6 +148,6 @@ describe.skipIf(!canMakeHosts())('the service on several hosts', () => {
     expect(during).toEqual({ size: 503, w2Engine: false })
     expect(existsSync(path.join(dirs.w2, 'clickhouse', 'metadata'))).toBe(false)
     const size = expectStatus(await call('GET', `/admin/v1/workspaces/${ws}/segments/${seg.body.segment_id}`, { token: adminToken }), 200)
-    expect(size.body.size).toBe(180)
+    expect(size.body.size).toBe(180 + extraUsers)
   }, 600_000)
 })
