@@ -13,7 +13,7 @@ import { clickhouseReadKeys, type HolderInfo } from '../../shared/queue/clickhou
 import { channelConnection, EngineChannel } from '../../shared/queue/engine-channel.js'
 import { patientConnection } from '../../shared/redis-connections.js'
 import { takeSeat } from './heartbeat.js'
-import { serveEngineInThread } from './in-thread.js'
+import { serveEngineInThread, type EngineThreadData } from './in-thread.js'
 import type { Served } from './pop-loop.js'
 import { ReadPriority } from './priority.js'
 
@@ -36,6 +36,16 @@ export interface EngineSeat {
   readsFirst(): Promise<void>
   holds(): boolean
   close(): Promise<void>
+}
+
+/** A new holding of the engine under `dataDir`: its id and the holder key's value that names it. */
+function newSeat(dataDir: string): { seat: string; me: string } {
+  const seat = randomUUID()
+  return { seat, me: JSON.stringify({ pid: process.pid, host: os.hostname(), seat, dataDir } satisfies HolderInfo) }
+}
+
+function threadData(config: Config, held: { dataDir: string; database: string; me: string; seat: string }): EngineThreadData {
+  return { redisUrl: config.REDIS_URL, prefix: config.QUEUE_PREFIX, dataDir: held.dataDir, database: held.database, logLevel: config.LOG_LEVEL, holder: held.me, seat: held.seat }
 }
 
 interface Held {
@@ -77,8 +87,7 @@ export async function takeEngineSeat(opts: { config: Config; logger: Logger; pg:
   const tryHold = async (): Promise<boolean> => {
     const unlock = tryLockDataDir(dir)
     if (!unlock) return false
-    const seat = randomUUID()
-    const me = JSON.stringify({ pid: process.pid, host: os.hostname(), seat, dataDir: dir } satisfies HolderInfo)
+    const { seat, me } = newSeat(dir)
     try {
       if (!(await takeSeat(opts.redis, holderKey, me))) {
         // The lock is ours, so a seat named for this directory is a holder that died: its key outlives it by seconds.
@@ -97,11 +106,7 @@ export async function takeEngineSeat(opts: { config: Config; logger: Logger; pg:
       const ch = openClickHouse({ dataDir: dir, database, sameProcess: true, insertIntervalMs: config.CLICKHOUSE_INSERT_INTERVAL_MS })
       await prepareClickHouse(ch, { pg, logger, migrate: true })
       await bindClickHouse(ch, deployment, { pg, where: `DATA_DIR ${dir}`, engineAt: place })
-      const thread = await serveEngineInThread({
-        data: { redisUrl: config.REDIS_URL, prefix: config.QUEUE_PREFIX, dataDir: dir, database, logLevel: config.LOG_LEVEL, holder: me, seat },
-        priority,
-        logger,
-      })
+      const thread = await serveEngineInThread({ data: threadData(config, { dataDir: dir, database, me, seat }), priority, logger })
       // The process keeps the lock (and the engine) until it exits: chdb binds its directory for the process's life.
       held = { ch, thread, lanes: new Map() }
       logger.info({ dataDir: dir }, 'holding the embedded engine')
@@ -170,14 +175,9 @@ export async function takeEngineSeat(opts: { config: Config; logger: Logger; pg:
  */
 export async function holdOpenEngine(opts: { config: Config; logger: Logger; redis: Redis; clickhouse: ClickHouse }): Promise<EngineSeat> {
   const { config, clickhouse } = opts
-  const seat = randomUUID()
-  const me = JSON.stringify({ pid: process.pid, host: os.hostname(), seat, dataDir: clickhouse.dataDir } satisfies HolderInfo)
+  const { seat, me } = newSeat(clickhouse.dataDir!)
   if (!(await takeSeat(opts.redis, clickhouseReadKeys(config.QUEUE_PREFIX).holder, me))) throw new Error('another process holds this deployment\'s engine')
   const priority = new ReadPriority()
-  const thread = await serveEngineInThread({
-    data: { redisUrl: config.REDIS_URL, prefix: config.QUEUE_PREFIX, dataDir: clickhouse.dataDir!, database: clickhouse.database, logLevel: config.LOG_LEVEL, holder: me, seat },
-    priority,
-    logger: opts.logger,
-  })
+  const thread = await serveEngineInThread({ data: threadData(config, { dataDir: clickhouse.dataDir!, database: clickhouse.database, me, seat }), priority, logger: opts.logger })
   return { clickhouse, readsFirst: () => priority.yield(), holds: () => true, close: () => thread.stop() }
 }
