@@ -1,5 +1,5 @@
 /**
- * The standard fields of a profile, once (issue 24). Each is a column of `profiles` of the same
+ * The standard fields of a profile, once. Each is a column of `profiles` of the same
  * name, an optional member of the user record (interface.md 2.4, left out when unset) that exports
  * and segment filters (unless `unfiltered`) name the same way, and, unless it follows another
  * field, settable by an attributes object of /users/track (by its own name, or `member`), where
