@@ -1,4 +1,4 @@
-// Identity at realistic sizes (issue 14), in the split layout on the preloaded database: merges/s
+// Identity at realistic sizes, in the split layout on the preloaded database: merges/s
 // and deletes/s through /users/merge and /users/delete (requests of 50 operations, users of the
 // measured workspace that have history), and accepted -> done of a single merge at rest.
 // Usage: tsx bench/identity.ts [slot]. Slot 0 or 1 picks which half of the measured workspace's
@@ -13,8 +13,8 @@ import { readPreloaded, serviceEnv } from './preload.js'
 const SLOT = Number(process.argv[2] ?? 0)
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
 const OPS = num('BENCH_IDENTITY_OPS', 10_000)
-// Merges sent before anything is measured: the first identity work after a fresh preload ran ~20%
-// slower than the same work later (2,625 vs 3,100 merges/s at 1M events), whichever users it touched.
+// Merges sent before anything is measured: the first identity work after a fresh preload runs ~20%
+// slower than the same work later, whichever users it touches.
 const WARM_UP_OPS = num('BENCH_IDENTITY_WARMUP_OPS', 1_000)
 const CAP_MS = num('BENCH_IDENTITY_SECONDS', 60) * 1000
 const SINGLES = num('BENCH_IDENTITY_SINGLES', 50)

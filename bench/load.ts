@@ -19,12 +19,12 @@ export interface Answer {
 
 const REQUEST_TIMEOUT_MS = 30_000
 
-// fetch could not send 1,000 small requests a second on this 2-core machine (p50 517 ms against a
-// server that answers at once, the sender 760 ms behind); node:http kept up but took ~0.3 ms of CPU
-// a request from the service it measured; bench/http-client.ts takes less. No socket limit: open
-// loop means every request leaves at its instant, whatever the earlier ones are doing. An idle
-// socket is closed after 30 s, before the server's keep-alive timeout (65 s) closes it: a socket
-// left idle longer, reused as the server closed it, was reset (one request in a 10-minute soak).
+// fetch cannot send 1,000 small requests a second on this 2-core machine, even to a server that
+// answers at once; node:http keeps up but takes ~0.3 ms of CPU a request from the service it
+// measures; bench/http-client.ts takes less. No socket limit: open loop means every request leaves
+// at its instant, whatever the earlier ones are doing. An idle socket is closed after 30 s, before
+// the server's keep-alive timeout (65 s) closes it: a socket reused just as the server closes it
+// is reset.
 const client = new HttpClient({ timeoutMs: REQUEST_TIMEOUT_MS, idleMs: 30_000 })
 
 /** One HTTP exchange; a network error or the timeout rejects with the reason. */

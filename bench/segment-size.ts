@@ -1,4 +1,4 @@
-// Segment sizes in `make run`'s layout while a full-size track backlog drains (issue 20): the API
+// Segment sizes in `make run`'s layout while a full-size track backlog drains: the API
 // process holds no ClickHouse and asks the worker process holding the embedded engine. The
 // segment is `users` new profiles of the measured workspace (100,000 at full size) given a home
 // city of their own before the measure, so its size does not depend on what the parts before it
