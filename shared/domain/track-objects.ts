@@ -27,10 +27,9 @@ import {
  * The objects of a /users/track request (interface.md 4.1), each defined once: its members, each
  * with its check and its schema (track-validation.ts; the profile fields from profile-fields.ts),
  * in the order they are checked, those before the identifier and those after it. From a definition
- * come the object's parser (generated: as fast as a hand-written one; a request holds up to 225
- * objects), which the handler runs on each object on its own (a bad object becomes a non-fatal
- * error naming its field, the others go ahead), and its schema in the OpenAPI document. The
- * parsers answer the job contract's types (shared/queue/track-jobs.ts).
+ * come the object's parser, which the handler runs on each object on its own (a bad object becomes
+ * a non-fatal error naming its field, the others go ahead), and its schema in the OpenAPI document.
+ * The parsers answer the job contract's types (shared/queue/track-jobs.ts).
  */
 
 function asObject(value: unknown, field: string): Record<string, unknown> {
