@@ -1,11 +1,11 @@
 import { z } from 'zod'
-import { isStoredTime } from '../queue/track-jobs.js'
 import { customAttributeProblem, isPlainObject } from './attributes.js'
 import { countryOf } from './countries.js'
 import { emailProblem, normalizeEmail } from './email.js'
 import type { Identifier } from './identifiers.js'
 import { toE164 } from './phone.js'
 import { SettableFieldRules, type FieldRule, type ProfileFieldValue } from './profile-fields.js'
+import { isStoredTime } from './track-operations.js'
 
 /** A problem with one field of one object; the message names the field. */
 export class FieldError extends Error {}

@@ -5,7 +5,8 @@ import type { PushTokenRow } from '../../shared/db/repositories/push-token-repos
 import { applyCustomAttribute, type AttributeProblem } from '../../shared/domain/attributes.js'
 import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
 import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
-import { isStoredTime, pushTokensOf, subscriptionGroupsOf, type AttributeOp, type EventOp, type PurchaseOp, type TrackJob } from '../../shared/queue/track-jobs.js'
+import { isStoredTime, pushTokensOf, subscriptionGroupsOf, type AttributeOp, type EventOp, type PurchaseOp } from '../../shared/domain/track-operations.js'
+import type { TrackJob } from '../../shared/queue/track-jobs.js'
 import type { ProfileIndex } from './profile-index.js'
 
 /** A track object, or a part of one, the worker could not apply; the rest of its request is applied. */

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
 import { storedProfile } from '../../helpers/stored-profile.js'
-import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../../shared/queue/track-jobs.js'
+import type { AttributeOp, EventOp, PurchaseOp } from '../../../shared/domain/track-operations.js'
+import type { TrackJob } from '../../../shared/queue/track-jobs.js'
 import {
   applyAttributes,
   applyJobs,
