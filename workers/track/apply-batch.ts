@@ -26,9 +26,10 @@ import { identifierKey, type Identifier } from '../../shared/domain/identifiers.
 import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
 import { pushTokensOf, subscriptionGroupsOf } from '../../shared/domain/track-operations.js'
 import type { TrackJob } from '../../shared/queue/track-jobs.js'
+import { applyPendingAddressStates } from '../pending-address-states.js'
 import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, type TrackApplyError, type TrackBatch } from './apply-objects.js'
 import { ProfileIndex, profilesToRead } from './profile-index.js'
-import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
+import { applyEmailStateChanges, applySubscriptionChanges } from './subscription-changes.js'
 
 /** Every identifier the jobs name, in job order (a hot loop: no spreads). */
 function identifiersOf(jobs: TrackJob[]): Identifier[] {
