@@ -26,7 +26,7 @@ export function directReads(ch: ClickHouse): ClickHouseReads {
   const workspaceRows = workspaceRowsRecently(ch)
   const summaries = new MergedReads<KindedSummary[]>((workspaceId, profileIds) => readEventSummaries(ch, workspaceId, profileIds))
   return {
-    segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter, 'auto', workspaceRows)),
+    segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter, { workspaceRows })),
     eventSummaries: (workspaceId, profileIds) => summaries.read(workspaceId, profileIds),
     async check() {
       const p = await ch.client.ping()

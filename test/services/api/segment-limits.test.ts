@@ -89,7 +89,7 @@ describe('segment filters at the limits', () => {
       expect(read.status, `${name}: ${read.text.slice(0, 200)}`).toBe(200)
       expect(read.body.size, name).toBe(3)
       // Each plan of the count, and the export's pages, evaluate it.
-      for (const plan of ['candidates', 'all'] as const) expect(await countSegmentMembers(env.clickhouse, ws.id, filter, plan), `${name} ${plan}`).toBe(3)
+      for (const plan of ['candidates', 'all'] as const) expect(await countSegmentMembers(env.clickhouse, ws.id, filter, { plan }), `${name} ${plan}`).toBe(3)
       const page = await readSegmentPage(env.clickhouse, ws.id, compileFor(env.clickhouse, filter), { after: '0', limit: 10 })
       expect(page.map((m) => JSON.parse(m.record).external_id).sort(), name).toEqual(['u1', 'u2', 'u3'])
     }
