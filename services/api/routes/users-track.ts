@@ -55,15 +55,15 @@ function fatal(message: string): ApiError {
 }
 
 /**
- * Parses each object on its own: a bad one becomes a non-fatal error, the rest go ahead. A parser
- * may also leave out members refused alone (`dropped`), each a non-fatal error of its own.
+ * Parses each object on its own: a bad one becomes a non-fatal error in `errors`, the rest go
+ * ahead. A parser may also leave out members refused alone (`dropped`), each a non-fatal error of
+ * its own. `texts` as parseTrackObjects says.
  */
 function parseEach<T>(
   list: unknown[] | undefined,
   inputArray: TrackInputArray,
   parse: (raw: unknown, i: number, dropped: string[]) => T,
-  errors: TrackError[],
-  texts: boolean,
+  { errors, texts }: { errors: TrackError[]; texts: boolean },
 ): T[] {
   const out: T[] = []
   const dropped: string[] = []
@@ -110,9 +110,9 @@ export function parseTrackObjects(
   texts = true,
 ): { attributes: AttributeOp[]; events: EventOp[]; purchases: PurchaseOp[]; errors: TrackError[] } {
   const errors: TrackError[] = []
-  const attributes = parseEach(body.attributes, 'attributes', parseAttributes, errors, texts)
-  const events = parseEach(body.events, 'events', parseEvent, errors, texts)
-  const purchases = parseEach(body.purchases, 'purchases', parsePurchase, errors, texts)
+  const attributes = parseEach(body.attributes, 'attributes', parseAttributes, { errors, texts })
+  const events = parseEach(body.events, 'events', parseEvent, { errors, texts })
+  const purchases = parseEach(body.purchases, 'purchases', parsePurchase, { errors, texts })
   return { attributes, events, purchases, errors }
 }
 
