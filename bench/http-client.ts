@@ -119,7 +119,8 @@ export class HttpClient {
     this.sweeper.unref()
   }
 
-  request(method: string, url: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
+  /** `url` names the origin; `path` is the request target. */
+  request(url: string, { method, path, headers = {}, body }: { method: string; path: string; headers?: Record<string, string>; body?: string }): Promise<Reply> {
     const { host, hostname, port } = new URL(url)
     let text = `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\n`
     for (const [name, value] of Object.entries(headers)) text += `${name}: ${value}\r\n`

@@ -46,7 +46,7 @@ interface Phase {
 async function countGone(t: Target, ids: string[]): Promise<number> {
   const chunks = Array.from({ length: Math.ceil(ids.length / PER_REQUEST) }, (_, i) => ids.slice(i * PER_REQUEST, (i + 1) * PER_REQUEST))
   const gone = await pool(chunks.length, 8, async (i) => {
-    const r = await request('POST', t.urls[0], '/users/export/ids', t.key, JSON.stringify({ external_ids: chunks[i], fields_to_export: ['external_id'] }))
+    const r = await request(t.urls[0], t.key, { method: 'POST', path: '/users/export/ids', body: JSON.stringify({ external_ids: chunks[i], fields_to_export: ['external_id'] }) })
     if (r.status !== 201) throw new Error(`/users/export/ids answered ${r.status}`)
     return (JSON.parse(r.body) as { invalid_user_ids?: string[] }).invalid_user_ids?.length ?? 0
   })
@@ -93,7 +93,7 @@ async function singleMerges(t: Target, pairs: [number, number][]) {
     const t0 = performance.now()
     const a = await post(t.urls[0], t.key, '/users/merge', JSON.stringify({ merge_updates: [{ identifier_to_merge: user(merge), identifier_to_keep: user(keep) }] }))
     if (a.status >= 300 || !a.requestId) throw new Error(`/users/merge answered ${a.status || a.reason}`)
-    ms.push((await timeToDone(t.urls[0], t.key, a.requestId, t0, POLL_MS)).ms)
+    ms.push((await timeToDone({ url: t.urls[0], key: t.key }, { id: a.requestId, since: t0, pollMs: POLL_MS })).ms)
     await sleep(100)
   }
   ms.sort((a, b) => a - b)
