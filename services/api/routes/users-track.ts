@@ -116,6 +116,22 @@ export function parseTrackObjects(
   return { attributes, events, purchases, errors }
 }
 
+/**
+ * A fatal 400 when an object names an external id the workspace blocks, before any object is
+ * checked (/users/track and /users/track/sync).
+ */
+export async function refuseBlockedExternalIds(
+  deps: Pick<ApiDeps, 'workspaces'>,
+  workspaceId: string,
+  lists: { attributes?: unknown[]; events?: unknown[]; purchases?: unknown[] },
+): Promise<void> {
+  const externalIds = [...(lists.attributes ?? []), ...(lists.events ?? []), ...(lists.purchases ?? [])]
+    // An id with a NUL cannot be stored, so it is blocked by no list: its object is refused when parsed.
+    .map((o) => (isPlainObject(o) && typeof o.external_id === 'string' && !o.external_id.includes('\u0000') ? o.external_id : undefined))
+    .filter((x): x is string => x !== undefined)
+  if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) throw fatal('provided external_id is blacklisted and disallowed')
+}
+
 /** What /users/track uses: blocked ids, the partition count and backlog bounds, the queues, the 429 counter. */
 type TrackDeps = Pick<ApiDeps, 'workspaces' | 'producer' | 'metrics'> & {
   config: Pick<Config, 'TRACK_BACKLOG_MAX_OBJECTS' | 'TRACK_BACKLOG_MAX_OBJECTS_PER_WORKSPACE'>
@@ -138,13 +154,7 @@ const track: ApiRoute<TrackDeps> = {
     const body = trackBodyOf(req.body)
     const workspaceId = res.locals.auth!.workspaceId
     const requestId = res.locals.requestId!
-    const externalIds = [...(body.attributes ?? []), ...(body.events ?? []), ...(body.purchases ?? [])]
-      // An id with a NUL cannot be looked up (nor stored): its object is refused below.
-      .map((o) => (isPlainObject(o) && typeof o.external_id === 'string' && !o.external_id.includes('\u0000') ? o.external_id : undefined))
-      .filter((x): x is string => x !== undefined)
-    if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) {
-      throw fatal('provided external_id is blacklisted and disallowed')
-    }
+    await refuseBlockedExternalIds(deps, workspaceId, body)
 
     const { attributes, events, purchases, errors } = parseTrackObjects(body, textsMayHoldProblems(req))
     if (attributes.length + events.length + purchases.length === 0) {
