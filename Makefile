@@ -8,10 +8,11 @@ export DATA_DIR
 run: deps services
 	npm run --silent start
 
+# Colours on a terminal only: vitest colours whatever stdout is, and a log file or pipe wants plain text.
 test: deps services
 	@bash infra/scripts/install-browser.sh
 	@bash infra/scripts/install-prometheus.sh
-	npx vitest run
+	@if [ -t 1 ]; then npx vitest run; else NO_COLOR=1 npx vitest run; fi
 
 bench: deps services
 	npx tsx bench/run.ts

@@ -168,7 +168,7 @@ export function meterCpu(
 
 /**
  * CPU microseconds one minor page fault costs on this machine: fresh memory touched a page at a
- * time (median of three 64 MiB rounds). On bare metal ~1 us; on the VM the benchmarks ran on
+ * time (median of three 64 MiB rounds). On bare metal ~1 us; on the VM the benchmarks run on
  * 12-14, which makes memory a process gives back and takes again a cost of its own.
  */
 export function pageFaultMicros(): number {

@@ -1,4 +1,4 @@
-// Identity at realistic sizes (issue 14), in the split layout on the preloaded database: merges/s
+// Identity at realistic sizes, in the split layout on the preloaded database: merges/s
 // and deletes/s through /users/merge and /users/delete (requests of 50 operations, users of the
 // measured workspace that have history), and accepted -> done of a single merge at rest.
 // Usage: tsx bench/identity.ts [slot]. Slot 0 or 1 picks which half of the measured workspace's
@@ -13,8 +13,8 @@ import { readPreloaded, serviceEnv } from './preload.js'
 const SLOT = Number(process.argv[2] ?? 0)
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
 const OPS = num('BENCH_IDENTITY_OPS', 10_000)
-// Merges sent before anything is measured: the first identity work after a fresh preload ran ~20%
-// slower than the same work later (2,625 vs 3,100 merges/s at 1M events), whichever users it touched.
+// Merges sent before anything is measured: the first identity work after a fresh preload runs ~20%
+// slower than the same work later, whichever users it touches.
 const WARM_UP_OPS = num('BENCH_IDENTITY_WARMUP_OPS', 1_000)
 const CAP_MS = num('BENCH_IDENTITY_SECONDS', 60) * 1000
 const SINGLES = num('BENCH_IDENTITY_SINGLES', 50)
@@ -46,7 +46,7 @@ interface Phase {
 async function countGone(t: Target, ids: string[]): Promise<number> {
   const chunks = Array.from({ length: Math.ceil(ids.length / PER_REQUEST) }, (_, i) => ids.slice(i * PER_REQUEST, (i + 1) * PER_REQUEST))
   const gone = await pool(chunks.length, 8, async (i) => {
-    const r = await request('POST', t.urls[0], '/users/export/ids', t.key, JSON.stringify({ external_ids: chunks[i], fields_to_export: ['external_id'] }))
+    const r = await request(t.urls[0], t.key, { method: 'POST', path: '/users/export/ids', body: JSON.stringify({ external_ids: chunks[i], fields_to_export: ['external_id'] }) })
     if (r.status !== 201) throw new Error(`/users/export/ids answered ${r.status}`)
     return (JSON.parse(r.body) as { invalid_user_ids?: string[] }).invalid_user_ids?.length ?? 0
   })
@@ -93,7 +93,7 @@ async function singleMerges(t: Target, pairs: [number, number][]) {
     const t0 = performance.now()
     const a = await post(t.urls[0], t.key, '/users/merge', JSON.stringify({ merge_updates: [{ identifier_to_merge: user(merge), identifier_to_keep: user(keep) }] }))
     if (a.status >= 300 || !a.requestId) throw new Error(`/users/merge answered ${a.status || a.reason}`)
-    ms.push((await timeToDone(t.urls[0], t.key, a.requestId, t0, POLL_MS)).ms)
+    ms.push((await timeToDone({ url: t.urls[0], key: t.key }, { id: a.requestId, since: t0, pollMs: POLL_MS })).ms)
     await sleep(100)
   }
   ms.sort((a, b) => a - b)

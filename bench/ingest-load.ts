@@ -1,4 +1,4 @@
-// The full-size ingest load of issue 12, shared by the ingest benchmark and the raw floor:
+// The full-size ingest load, shared by the ingest benchmark and the raw floor:
 // requests of 75 attributes + 75 events + 75 purchases, request i naming users 75i .. 75i+74.
 
 export const PER_KIND = 75

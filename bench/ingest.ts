@@ -1,7 +1,7 @@
 // Ingestion through the running service on the preloaded database (bench/preload.ts), in the
 // embedded or the split layout (bench/layout.ts). Usage: tsx bench/ingest.ts embedded|split [users].
-// Prints one JSON line: the full-size load, and in the split layout the figures of issue 12
-// measured with small requests (fixed rate, after the full load).
+// Prints one JSON line: the full-size load, and in the split layout the small requests' figures
+// (a fixed rate after the full load: its API latency, accepted -> done, and while a backlog drains).
 import { randomBytes } from 'node:crypto'
 import { PER_KIND, requestsFor, smallBody, trackBody } from './ingest-load.js'
 import { workerPriority } from '../bin/process-flags.js'

@@ -19,24 +19,24 @@ export interface Answer {
 
 const REQUEST_TIMEOUT_MS = 30_000
 
-// fetch could not send 1,000 small requests a second on this 2-core machine (p50 517 ms against a
-// server that answers at once, the sender 760 ms behind); node:http kept up but took ~0.3 ms of CPU
-// a request from the service it measured; bench/http-client.ts takes less. No socket limit: open
-// loop means every request leaves at its instant, whatever the earlier ones are doing. An idle
-// socket is closed after 30 s, before the server's keep-alive timeout (65 s) closes it: a socket
-// left idle longer, reused as the server closed it, was reset (one request in a 10-minute soak).
+// fetch cannot send 1,000 small requests a second on this 2-core machine, even to a server that
+// answers at once; node:http keeps up but takes ~0.3 ms of CPU a request from the service it
+// measures; bench/http-client.ts takes less. No socket limit: open loop means every request leaves
+// at its instant, whatever the earlier ones are doing. An idle socket is closed after 30 s, before
+// the server's keep-alive timeout (65 s) closes it: a socket reused just as the server closes it
+// is reset.
 const client = new HttpClient({ timeoutMs: REQUEST_TIMEOUT_MS, idleMs: 30_000 })
 
 /** One HTTP exchange; a network error or the timeout rejects with the reason. */
-export function request(method: string, url: string, path: string, key: string, body?: string): Promise<Reply> {
+export function request(url: string, key: string, { method, path, body }: { method: string; path: string; body?: string }): Promise<Reply> {
   const headers: Record<string, string> = { Authorization: `Bearer ${key}` }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
-  return client.request(method, url, path, headers, body)
+  return client.request(url, { method, path, headers, body })
 }
 
 export async function post(url: string, key: string, path: string, body: string): Promise<Answer> {
   try {
-    const r = await request('POST', url, path, key, body)
+    const r = await request(url, key, { method: 'POST', path, body })
     const retryAfter = r.headers['retry-after']
     return {
       status: r.status,
@@ -212,7 +212,7 @@ interface Progress {
 }
 
 export async function progress(url: string, key: string, id: string): Promise<Progress> {
-  const r = await request('GET', url, `/requests/${id}`, key)
+  const r = await request(url, key, { method: 'GET', path: `/requests/${id}` })
   if (r.status !== 200) throw new Error(`GET /requests/${id} answered ${r.status}`)
   return JSON.parse(r.body) as Progress
 }
@@ -276,7 +276,7 @@ export async function allFinished(t: Target, ids: string[], opts: { pollMs: numb
 }
 
 /** Milliseconds from `since` until `/requests/{id}` first says done (or failed), looking every `pollMs`. */
-export async function timeToDone(url: string, key: string, id: string, since: number, pollMs: number): Promise<{ ms: number; status: string }> {
+export async function timeToDone({ url, key }: { url: string; key: string }, { id, since, pollMs }: { id: string; since: number; pollMs: number }): Promise<{ ms: number; status: string }> {
   for (;;) {
     const p = await progress(url, key, id)
     if (p.status === 'done' || p.status === 'failed') return { ms: performance.now() - since, status: p.status }
@@ -296,7 +296,7 @@ export async function acceptedToDone(opts: { rps: number; seconds: number; warmU
   const run = await openLoop({
     ...opts,
     onAnswer: (s) => {
-      if (s.requestId && s.status < 300) waits.push(timeToDone(t.urls[k++ % t.urls.length], t.key, s.requestId, s.due, opts.pollMs).then((d) => ({ ...d, due: s.due })))
+      if (s.requestId && s.status < 300) waits.push(timeToDone({ url: t.urls[k++ % t.urls.length], key: t.key }, { id: s.requestId, since: s.due, pollMs: opts.pollMs }).then((d) => ({ ...d, due: s.due })))
     },
   })
   const done = await Promise.all(waits)

@@ -1,4 +1,4 @@
-// The mixed load of issue 22, what real senders send: requests of 75 attributes + 75 events +
+// The mixed load, what real senders send: requests of 75 attributes + 75 events +
 // 75 purchases, each object naming a different user drawn at random from 100,000 (225 users a
 // request, spread over every partition). Deterministic from a seed, so the generator can say what
 // every profile must hold after a run.

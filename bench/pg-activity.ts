@@ -1,7 +1,6 @@
 // What the service's Postgres statements are doing through a part, sampled from pg_stat_activity:
-// how many are running and how many of those wait for a lock another transaction holds. Rounds
-// before this one found batches of different partitions waiting for each other's row locks only
-// by sampling by hand; the mixed part now reports it.
+// how many are running and how many of those wait for a lock another transaction holds, so that
+// batches of different partitions waiting for each other's row locks show in the mixed part's figures.
 import pg from 'pg'
 
 export interface LockWaits {

@@ -171,7 +171,8 @@ async function settle(ch: ReturnType<typeof openEngine>): Promise<void> {
   await ch.client.command({ query: `OPTIMIZE TABLE ${ch.database}.profile_snapshots FINAL` })
 }
 
-async function fillClickHouse(p: Preloaded, from: number, to: number, snapshots: boolean, timings: Record<string, number>): Promise<void> {
+/** Events `from` .. `to` of the preload (and, with `snapshots`, every profile's snapshot), timed into `timings`. */
+async function fillClickHouse(p: Preloaded, { from, to, snapshots }: { from: number; to: number; snapshots: boolean }, timings: Record<string, number>): Promise<void> {
   const ch = openEngine(p)
   try {
     let t = performance.now()
@@ -205,10 +206,10 @@ async function main() {
     const created = await createSchema()
     timings.schema = seconds(t)
     // Postgres works in its own processes, chDB in this one's threads: filled at the same time.
-    await Promise.all([fillPostgres(created, timings), fillClickHouse(created, 0, events, true, timings)])
+    await Promise.all([fillPostgres(created, timings), fillClickHouse(created, { from: 0, to: events, snapshots: true }, timings)])
     p = created
   } else if (p.events < events) {
-    await fillClickHouse(p, p.events, events, false, timings)
+    await fillClickHouse(p, { from: p.events, to: events, snapshots: false }, timings)
   }
   p = { ...p, events }
   writeFileSync(MANIFEST, `${JSON.stringify(p, null, 2)}\n`)

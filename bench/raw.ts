@@ -1,4 +1,4 @@
-// The raw floor of issue 12, measured in the same run: the rate of ONE Postgres connection
+// The raw floor an ingest run is held against, measured in the same run: the rate of ONE Postgres connection
 // upserting the ingest load's attribute rows in batches of 1,000 (INSERT ... ON CONFLICT merging
 // jsonb), and of plain chDB inserts of its event and purchase rows in batches of 10,000.
 // Usage: tsx bench/raw.ts [users] [mixed]. Prints one JSON line. With `mixed`, the rows are those of

@@ -50,7 +50,7 @@ interface SegmentSize {
   atRest: LatencyFigure
   /** The reads of every drain, pooled. */
   duringDrain: LatencyFigure
-  /** Each drain's reads and slowest one (absent in results before 2026-11-29 05:00: one drain). */
+  /** Each drain's reads and slowest one (absent from older results, of one drain). */
   drains?: { reads: number; slowestMs: number; seconds: number }[]
   secondsWhileDraining: number
   backlogObjects: number
@@ -63,13 +63,13 @@ interface Raw {
 type Mixed = Pick<Ingest, 'objects' | 'attributeRows' | 'eventRows' | 'acceptedPerSecond' | 'appliedPerSecond' | 'seconds' | 'apiP99Ms'> & {
   check: { exact: boolean; mismatches: number; sampledUsers: number; examples: string[] }
   cpuSeconds: Record<string, number>
-  /** Absent from results written before it was measured. */
+  /** Absent from older results. */
   pageFaults?: Record<string, number>
   pageFaultMicros: number
   workerThreads: Record<string, number>
   cores: { accepting: Cores; draining?: Cores }
   lockWaits: LockWaits
-  /** Absent from results written before the part warmed up first. */
+  /** Absent from older results, of a part without a warm-up. */
   warmUp?: { requests: number; appliedPerSecond: number | null }
 }
 interface SoakMinute {
@@ -82,13 +82,13 @@ interface Soak {
   objectsPerSecondSent: number
   firstMinute: SoakMinute
   lastMinute: SoakMinute
-  /** faultsPerSecond, postgres: absent from results written before they were measured. */
+  /** faultsPerSecond, postgres: absent from older results. */
   minutes: (SoakMinute & {
     cores: Record<string, number>
     faultsPerSecond?: Record<string, number>
     postgres?: { walMbPerSecond: number; fullPageImagesPerSecond: number; checkpointsBegun: number }
   })[]
-  /** Absent from results written before the soak warmed up first. */
+  /** Absent from older results, of a soak without a warm-up. */
   warmUpSeconds?: number
   warmUp?: SoakMinute
   mixedAccepted: number
@@ -135,7 +135,7 @@ const NAMED = process.argv.slice(2).join(',') || process.env.BENCH_PARTS || 'raw
 const POOL_WORKERS = (process.env.BENCH_POOL_WORKERS ?? '1,2,4').split(',').map(Number)
 const PARTS = new Set(NAMED.split(',').flatMap((p) => ALIASES[p.trim()] ?? [p.trim()]))
 
-/** The issue 12 floor for one ingest run: its rows at the raw rates, against the time it took. */
+/** The raw floor for one ingest run: its rows at the raw rates, against the time it took. */
 function floorOf(r: { objects: number; attributeRows: number; eventRows: number; seconds: number | null }, raw: Raw) {
   const floorSeconds = r.attributeRows / raw.pgUpsertRowsPerSecond + r.eventRows / raw.chInsertRowsPerSecond
   return {
@@ -202,7 +202,7 @@ async function main() {
     }
     // Near capacity: three fifths of the mixed part's applied rate when it ran (BENCH_SOAK_RPS
     // overrides). A burst is drained on the whole machine; a send that lasts shares it with its
-    // own acceptance: ten-minute soaks held 0.61-0.69 of the burst measured before them.
+    // own acceptance: a ten-minute soak holds about two thirds of the burst's rate.
     const soakRps = !process.env.BENCH_SOAK_RPS && mixed?.appliedPerSecond ? [String(Math.max(1, Math.round((0.6 * mixed.appliedPerSecond) / 225)))] : []
     if (PARTS.has('soak')) soak = await timed('soak', () => runPart('bench/soak.ts', soakRps) as Promise<Soak>)
     if (PARTS.has('lull')) lull = await timed('lull', () => runPart('bench/lull.ts') as Promise<Lull>)

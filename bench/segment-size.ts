@@ -1,4 +1,4 @@
-// Segment sizes in `make run`'s layout while a full-size track backlog drains (issue 20): the API
+// Segment sizes in `make run`'s layout while a full-size track backlog drains: the API
 // process holds no ClickHouse and asks the worker process holding the embedded engine. The
 // segment is `users` new profiles of the measured workspace (100,000 at full size) given a home
 // city of their own before the measure, so its size does not depend on what the parts before it
@@ -31,13 +31,17 @@ async function main() {
     const members = cityBodies(USERS, `m${tag}-`, city)
     const seeded = await fullLoad({ urls: [api], key: preloaded.workspace.key }, members, { concurrency: 32, objects: USERS, deadlineMs: 600_000 })
     if (seeded.done.doneAt === undefined || seeded.done.failed) throw new Error(`segment members not applied: ${JSON.stringify(seeded.figures)}`)
-    const created = await request('POST', api, `/admin/v1/workspaces/${ws}/segments`, preloaded.adminToken, JSON.stringify({ name: `bench-${tag}`, filter: { field: 'home_city', op: 'eq', value: city } }))
+    const created = await request(api, preloaded.adminToken, {
+      method: 'POST',
+      path: `/admin/v1/workspaces/${ws}/segments`,
+      body: JSON.stringify({ name: `bench-${tag}`, filter: { field: 'home_city', op: 'eq', value: city } }),
+    })
     if (created.status !== 201) throw new Error(`segment: ${created.status} ${created.body}`)
     const segmentPath = `/admin/v1/workspaces/${ws}/segments/${JSON.parse(created.body).segment_id}`
     const sizes: number[] = []
     const read = async (): Promise<Answer> => {
       try {
-        const r = await request('GET', api, segmentPath, preloaded.adminToken)
+        const r = await request(api, preloaded.adminToken, { method: 'GET', path: segmentPath })
         if (r.status === 200) sizes.push(JSON.parse(r.body).size)
         return { status: r.status, reason: r.status === 200 ? undefined : r.body.slice(0, 200) }
       } catch (e) {

@@ -1,4 +1,4 @@
-// Steady under a long send (issue 22): the mixed load (bench/mixed-load.ts) at a fixed rate near
+// Steady under a long send: the mixed load (bench/mixed-load.ts) at a fixed rate near
 // capacity for BENCH_SOAK_SECONDS (default 600) under `make run`'s layout, after a warm-up of
 // BENCH_SOAK_WARMUP_SECONDS (default 120) at the same rates, reported apart: a freshly started
 // service's first minutes are its start, not the drift a long send would show (code not yet

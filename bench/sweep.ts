@@ -24,7 +24,7 @@ const PER_REQUEST = 50
 /** An API key of the other workspace, its identity endpoints' limits lifted. */
 async function otherWorkspaceKey(api: string, admin: string, workspaceId: string): Promise<string> {
   const call = async (method: string, p: string, body: unknown) => {
-    const r = await request(method, api, p, admin, JSON.stringify(body))
+    const r = await request(api, admin, { method, path: p, body: JSON.stringify(body) })
     if (r.status >= 300) throw new Error(`${method} ${p} answered ${r.status}: ${r.body}`)
     return JSON.parse(r.body) as Record<string, string>
   }

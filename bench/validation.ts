@@ -1,4 +1,4 @@
-// The API's CPU to validate a full-size /users/track request (issue 24): the handler's checks of
+// The API's CPU to validate a full-size /users/track request: the handler's checks of
 // the body (trackBodyOf) and of each object (parseTrackObjects), in this process, without HTTP,
 // the JSON parse or the enqueue. Each request holds 75 attributes objects of 14 members (an
 // external_id, ten standard fields, three custom attributes: {inc}, {add} and a plain value),

@@ -8,9 +8,9 @@ import path from 'node:path'
  * API wins the cores when both want them; from exec on, so every thread inherits it (chDB's and
  * libuv's too, not only the main thread as a change after spawn would). The idle scheduling class
  * (`chrt --idle 0`, util-linux): a thread of it runs only on a core no other thread wants. Nice 10
- * did not do that on Linux's scheduler since 6.6 (EEVDF): at 1,000 small requests a second the
- * API's main thread waited in the run queue 0.6 of the time it ran (docs/performance-history.md,
- * twenty-fifth round). Where chrt is missing (not Linux), nice 10.
+ * does not do that on Linux's scheduler since 6.6 (EEVDF): at 1,000 small requests a second the
+ * API's main thread still waited in the run queue 0.6 of the time it ran. Where chrt is missing
+ * (not Linux), nice 10.
  */
 export function workerPriority(): string[] {
   const chrt = spawnSync('chrt', ['--version'], { stdio: 'ignore' })
@@ -19,16 +19,16 @@ export function workerPriority(): string[] {
 
 /**
  * V8 flags of every service process: a 64 MiB young generation instead of 16. A batch's or a
- * request's objects live across several awaits; with the default they outlived scavenges and
- * were copied and promoted (docs/performance-history.md).
+ * request's objects live across several awaits; with the default they outlive scavenges and
+ * are copied and promoted.
  */
 export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=64']
 
 /**
  * Memory allocator settings of every service process; an operator's own value of either variable
  * wins. Memory a process hands back to the OS is faulted in again page by page when it is next
- * used, and on the VM the benchmarks run on a page fault costs 12-21 us of CPU: under the mixed
- * load they were a quarter of the worker's CPU (README, Production notes; docs/performance-history.md).
+ * used, and on the VM the benchmarks run on a page fault costs 12-21 us of CPU: without these
+ * settings, a quarter of the worker's CPU under the mixed load.
  * - glibc (Node's buffers, strings passed to native code): blocks below 32 MiB come from the heap
  *   rather than from an mmap of their own unmapped on free, and the heap is not trimmed below 1 GiB.
  * - the embedded engine's jemalloc (libchdb): freed pages are kept 30 s instead of ClickHouse's 5.

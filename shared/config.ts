@@ -21,11 +21,9 @@ const ConfigSchema = z.object({
   CLICKHOUSE_READ_TIMEOUT_MS: int(100, 60_000).default(5_000),
   // At most one ClickHouse insert per table this often, rows arriving meanwhile joining the next: fewer inserts (each
   // costs the engine ~6-10 ms of CPU however few its rows) for up to this much more on a request's time to `done`.
-  // At 100 ms the worker's CPU per small request fell 17-25% under a steady 600-1,000/s, but accepted -> done during
-  // a history sweep went from p99 110-148 to 226-366 ms (goal 250): 0 by default (docs/performance-history.md,
-  // twenty-second round).
-  // 0 by default on the embedded engine; on a server, where many worker processes insert into one table, 100 by default
-  // (SERVER_INSERT_INTERVAL_MS).
+  // 0 by default on the embedded engine: 100 ms saved the worker a fifth of its CPU per small request, but put
+  // accepted -> done during a history sweep past its 250 ms p99 goal. On a server, where many worker processes
+  // insert into one table, 100 by default (SERVER_INSERT_INTERVAL_MS).
   CLICKHOUSE_INSERT_INTERVAL_MS: int(0, 10_000).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -36,9 +34,8 @@ const ConfigSchema = z.object({
   TRACK_PARTITIONS: int(1, 256).default(4),
   WORKER_CONCURRENCY: int(1, 64).default(4),
   // Objects one track batch may hold (one transaction, one ClickHouse part): larger pays those once per more jobs,
-  // smaller keeps one batch's latency low. Since events write and lock no Postgres row, a batch's fixed costs
-  // weigh most: 10,000 applied a mixed load ~8% faster than 5,000, and 2,500 ~14% slower; 30,000 ~12% faster
-  // than 10,000 (docs/performance-history.md, Mixed load rounds).
+  // smaller keeps one batch's latency low. Events write and lock no Postgres row, so a batch's fixed costs weigh
+  // most: 30,000 applied the mixed load of make bench ~12% faster than 10,000.
   TRACK_BATCH_MAX_OBJECTS: int(1, 100_000).default(30_000),
   JOB_LOCK_MS: int(1000, 600_000).default(30_000),
   // How long a synchronous endpoint (/users/track/sync, /users/external_ids/*) waits for its queued work to apply

@@ -17,6 +17,13 @@ export default {
       to: { path: '^(services|workers|bin)/' },
     },
     {
+      name: 'domain-below-queue',
+      comment: 'shared/domain holds the rules the job contracts in shared/queue carry; a contract imports the domain, never the reverse.',
+      severity: 'error',
+      from: { path: '^shared/domain/' },
+      to: { path: '^shared/queue/' },
+    },
+    {
       name: 'api-not-workers',
       comment: 'The API reaches the workers only through the queue contracts in shared/queue/.',
       severity: 'error',
@@ -29,6 +36,13 @@ export default {
       severity: 'error',
       from: { path: '^workers/' },
       to: { path: '^(services|bin)/' },
+    },
+    {
+      name: 'worker-not-another-worker',
+      comment: "A worker's folder imports no other worker's folder; what two workers share lives at workers/ or in shared/.",
+      severity: 'error',
+      from: { path: '^workers/([^/]+)/' },
+      to: { path: '^workers/[^/]+/', pathNot: '^workers/$1/' },
     },
     {
       name: 'no-unresolvable',

@@ -19,17 +19,17 @@ type Body = Record<string, any>
  * then the command's options, then the command itself; the connection comes from the global
  * options and the environment.
  */
-function actPrinting<A extends unknown[]>(fn: (conn: Connection, json: boolean, ...args: A) => Promise<void>) {
+function actPrinting<A extends unknown[]>(fn: (session: { conn: Connection; json: boolean }, ...args: A) => Promise<void>) {
   return async (...params: unknown[]) => {
     const command = params[params.length - 1] as Command
     const globals = command.optsWithGlobals<GlobalOptions>()
-    await fn(resolveConnection(globals), globals.json ?? false, ...(params.slice(0, -1) as A))
+    await fn({ conn: resolveConnection(globals), json: globals.json ?? false }, ...(params.slice(0, -1) as A))
   }
 }
 
 /** Wraps a command body whose outcome is printed once it is complete. */
 function act<A extends unknown[]>(fn: (conn: Connection, ...args: A) => Promise<Outcome>) {
-  return actPrinting(async (conn, json, ...args: A) => print(await fn(conn, ...args), json))
+  return actPrinting(async ({ conn, json }, ...args: A) => print(await fn(conn, ...args), json))
 }
 
 function parsePermissions(value: string): string[] {
@@ -356,9 +356,9 @@ function exportCommands(program: Command) {
     .option('--watch', 'follow the export until it is done, as `export watch` does')
     .option('--timeout <seconds>', 'with --watch: give up after this long (exit 2)', parsePositiveInt)
     .action(
-      actPrinting(async (conn, json, ws: string, opts: ExportStartOptions) => {
+      actPrinting(async ({ conn, json }, ws: string, opts: ExportStartOptions) => {
         const body = { segment_id: opts.segment, fields_to_export: opts.fields, output_format: opts.format }
-        const accepted = (await apiKeyRequest(conn, resolveApiKey(ws, opts.apiKey), 'POST', '/users/export/segment', body)) as ExportAccepted
+        const accepted = (await apiKeyRequest(conn, resolveApiKey(ws, opts.apiKey), { method: 'POST', apiPath: '/users/export/segment', body })) as ExportAccepted
         if (!opts.watch) return print({ data: accepted, lines: acceptedLines(accepted) }, json)
         // Followed by status lines, so one compact line like them: the whole output stays NDJSON.
         console.log(json ? JSON.stringify(accepted) : acceptedLines(accepted)[0])
@@ -370,7 +370,7 @@ function exportCommands(program: Command) {
     .description('follow an export with a progress bar until it is done, then list its files')
     .option('--timeout <seconds>', 'give up after this long (exit 2)', parsePositiveInt)
     .action(
-      actPrinting(async (conn, json, ws: string, id: string, opts: { timeout?: number }) => {
+      actPrinting(async ({ conn, json }, ws: string, id: string, opts: { timeout?: number }) => {
         await watchExport(conn, ws, id, { json, timeoutSeconds: opts.timeout })
       }),
     )

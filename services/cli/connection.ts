@@ -50,15 +50,22 @@ function readAdminTokenFile(dataDir: string): string | undefined {
 
 /** One call to the operator API; a non-2xx answer becomes a CliError carrying the server's message. */
 export function adminRequest(conn: Connection, method: string, apiPath: string, body?: unknown): Promise<unknown> {
-  return callService(conn, conn.adminToken, method, `/admin/v1${apiPath}`, body)
+  return callService(conn, conn.adminToken, { method, apiPath: `/admin/v1${apiPath}`, body })
+}
+
+/** One HTTP call: `body`, when given, is sent as JSON. */
+interface ServiceCall {
+  method: string
+  apiPath: string
+  body?: unknown
 }
 
 /** One call to the public API, authenticated by a workspace's API key instead of the admin token. */
-export function apiKeyRequest(conn: Connection, apiKey: string, method: string, apiPath: string, body?: unknown): Promise<unknown> {
-  return callService(conn, apiKey, method, apiPath, body)
+export function apiKeyRequest(conn: Connection, apiKey: string, call: ServiceCall): Promise<unknown> {
+  return callService(conn, apiKey, call)
 }
 
-async function callService(conn: Connection, token: string, method: string, apiPath: string, body?: unknown): Promise<unknown> {
+async function callService(conn: Connection, token: string, { method, apiPath, body }: ServiceCall): Promise<unknown> {
   const url = `${conn.baseUrl}${apiPath}`
   const headers: Record<string, string> = { authorization: `Bearer ${token}` }
   if (body !== undefined) headers['content-type'] = 'application/json'

@@ -26,7 +26,7 @@ export function directReads(ch: ClickHouse): ClickHouseReads {
   const workspaceRows = workspaceRowsRecently(ch)
   const summaries = new MergedReads<KindedSummary[]>((workspaceId, profileIds) => readEventSummaries(ch, workspaceId, profileIds))
   return {
-    segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter, 'auto', workspaceRows)),
+    segmentSize: (workspaceId, filter) => counts.run(JSON.stringify([workspaceId, filter]), () => countSegmentMembers(ch, workspaceId, filter, { workspaceRows })),
     eventSummaries: (workspaceId, profileIds) => summaries.read(workspaceId, profileIds),
     async check() {
       const p = await ch.client.ping()
@@ -71,8 +71,8 @@ export class SharedRuns<V> {
  * Reads of some profiles' values that arrive while one runs share the next run: one query for
  * all their profiles (per workspace), each read answered with its own. A query on the embedded
  * engine costs ~8 ms however few rows it reads (`readEventSummaries`, measured on a near-empty
- * table), and the engine runs one at a time: sixteen `/users/export/ids` in flight were sixteen
- * such queries in a row. As with `SharedRuns`, each read's answer comes from a query started
+ * table), and the engine runs one at a time: sixteen `/users/export/ids` in flight would be
+ * sixteen such queries in a row. As with `SharedRuns`, each read's answer comes from a query started
  * after it arrived.
  */
 export class MergedReads<V> {

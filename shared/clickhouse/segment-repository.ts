@@ -73,8 +73,7 @@ export async function countSegmentMembers(
   ch: ClickHouse,
   workspaceId: string,
   filter: Filter,
-  plan: CountPlan = 'auto',
-  workspaceRows: WorkspaceRows = workspaceRowsNow(ch),
+  { plan = 'auto', workspaceRows = workspaceRowsNow(ch) }: { plan?: CountPlan; workspaceRows?: WorkspaceRows } = {},
 ): Promise<number> {
   const compiled = compileFor(ch, filter)
   const table = `${ch.database}.profile_snapshots`

@@ -21,8 +21,8 @@ export function withDefaultUser(databaseUrl: string): string {
 /**
  * How long an idle connection stays open (pg-pool's default is 10 s). A new backend pays again for
  * every shared buffer it touches (a page fault each, in its own page tables) and for its catalog
- * caches: after a lull of 15 s, a mixed burst cost Postgres half as much again on fresh backends
- * (README, Production notes). Ten minutes, HikariCP's default: longer than a sender's usual lull.
+ * caches: a mixed burst after a 15 s lull cost Postgres half as much again on fresh backends.
+ * Ten minutes, HikariCP's default: longer than a sender's usual lull.
  */
 export const IDLE_CONNECTION_MS = 10 * 60_000
 
@@ -36,7 +36,7 @@ const DEAD_CLIENT_SETTINGS = '-c tcp_keepalives_idle=20 -c tcp_keepalives_interv
 export function createPool(databaseUrl: string, max = 20): Pool {
   // JIT off for our sessions: every statement here touches a bounded set of rows by index, yet a
   // batch's look-up over thousands of ids is costed above jit_optimize_above_cost, and compiling
-  // it took longer than running it (docs/performance-history.md). Per session, so the server's setting for others stays.
+  // it takes longer than running it. Per session, so the server's setting for others stays.
   // allowExitOnIdle: an idle connection's long timer must not keep a process alive.
   const pool = new pg.Pool({
     connectionString: withDefaultUser(databaseUrl),

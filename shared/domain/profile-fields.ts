@@ -1,12 +1,12 @@
 /**
- * The standard fields of a profile, once (issue 24). Each is a column of `profiles` of the same
+ * The standard fields of a profile, once. Each is a column of `profiles` of the same
  * name, an optional member of the user record (interface.md 2.4, left out when unset) that exports
  * and segment filters (unless `unfiltered`) name the same way, and, unless it follows another
  * field, settable by an attributes object of /users/track (by its own name, or `member`), where
  * `null` clears it. Derived from this table: the SQL column lists
  * (shared/db/repositories/profile-repository.ts), the record builder (user-record.ts), the check
- * of each field and its OpenAPI schema (track-validation.ts), the job contract
- * (shared/queue/track-jobs.ts), a new profile's empty fields and a merge's carry-over. What
+ * of each field and its OpenAPI schema (track-validation.ts), the checked attributes object
+ * (track-operations.ts), a new profile's empty fields and a merge's carry-over. What
  * /users/track makes of each of the reference's fields: docs/track.md.
  *
  * The order is the record's (interface.md 2.4): records are built, stored and exported in it.

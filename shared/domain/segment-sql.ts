@@ -188,7 +188,8 @@ const field = (name: FilterableField): JsonSource => ({ doc: fieldColumn(name), 
  * written as "not among the users failing it". The keyset cursor skips owners the outer query
  * skips anyway, and rows of profiles merged into one of the owners left.
  */
-function countRule(kind: 'event' | 'purchase', name: string, f: { op: keyof typeof COUNT_OPERATORS; value: number; within_days?: number }, p: ParamBinder, t: HistoryTables): string {
+function countRule(f: Extract<Filter, { custom_event: string } | { purchase: string }>, p: ParamBinder, t: HistoryTables): string {
+  const [kind, name] = 'custom_event' in f ? (['event', f.custom_event] as const) : (['purchase', f.purchase] as const)
   const operator = COUNT_OPERATORS[f.op]
   const zeroMatches = ZERO_MATCHES[f.op](f.value)
   const mergedAfter = `SELECT old_profile_id FROM ${t.overridesTable} FINAL WHERE workspace_id = {ws:String} AND new_profile_id > {after:UInt64}`
@@ -209,8 +210,7 @@ function compileNode(f: Filter, p: ParamBinder, t: HistoryTables): string {
   if ('custom_attribute' in f) {
     return valueRule({ doc: 'record', path: `'custom_attributes', ${p.bind(f.custom_attribute, 'String')}` }, f.op, f.value, p)
   }
-  if ('custom_event' in f) return countRule('event', f.custom_event, f, p, t)
-  if ('purchase' in f) return countRule('purchase', f.purchase, f, p, t)
+  if ('custom_event' in f || 'purchase' in f) return countRule(f, p, t)
   if ('random_bucket' in f) {
     const bounds: string[] = []
     if (f.random_bucket.gte !== undefined) bounds.push(`random_bucket >= ${p.bind(f.random_bucket.gte, 'UInt16')}`)

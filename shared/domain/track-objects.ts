@@ -1,8 +1,8 @@
 import { z } from 'zod'
-import type { AttributeOp, EventOp, PurchaseOp, StandardFields } from '../queue/track-jobs.js'
 import { isPlainObject, nestedSizeProblem } from './attributes.js'
 import type { Identifier } from './identifiers.js'
 import { SettableFieldRules } from './profile-fields.js'
+import type { AttributeOp, EventOp, PurchaseOp, StandardFields } from './track-operations.js'
 import {
   CustomAttributeDoc,
   FieldError,
@@ -27,10 +27,9 @@ import {
  * The objects of a /users/track request (interface.md 4.1), each defined once: its members, each
  * with its check and its schema (track-validation.ts; the profile fields from profile-fields.ts),
  * in the order they are checked, those before the identifier and those after it. From a definition
- * come the object's parser (generated: as fast as a hand-written one; a request holds up to 225
- * objects), which the handler runs on each object on its own (a bad object becomes a non-fatal
- * error naming its field, the others go ahead), and its schema in the OpenAPI document. The
- * parsers answer the job contract's types (shared/queue/track-jobs.ts).
+ * come the object's parser, which the handler runs on each object on its own (a bad object becomes
+ * a non-fatal error naming its field, the others go ahead), and its schema in the OpenAPI document.
+ * The parsers answer the job contract's types (track-operations.ts).
  */
 
 function asObject(value: unknown, field: string): Record<string, unknown> {
@@ -147,7 +146,7 @@ export function parseAttributes(raw: unknown, index: number, dropped: string[] =
   }
   const after = checkAttributesAfter(obj, at)
   const op: AttributeOp = { index, identifier, updateExistingOnly: after._update_existing_only, fields: fields as StandardFields, custom }
-  // Members holding nothing stay out of the job's payload (track-jobs.ts).
+  // Members holding nothing stay out of the job's payload (track-operations.ts).
   if (after._merge_objects) op.mergeObjects = true
   if (pushTokenImport) op.pushTokenImport = true
   if (pushTokens.length) op.pushTokens = pushTokens

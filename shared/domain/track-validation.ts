@@ -1,11 +1,11 @@
 import { z } from 'zod'
-import { isStoredTime } from '../queue/track-jobs.js'
 import { customAttributeProblem, isPlainObject } from './attributes.js'
 import { countryOf } from './countries.js'
 import { emailProblem, normalizeEmail } from './email.js'
 import type { Identifier } from './identifiers.js'
 import { toE164 } from './phone.js'
 import { SettableFieldRules, type FieldRule, type ProfileFieldValue } from './profile-fields.js'
+import { isStoredTime } from './track-operations.js'
 
 /** A problem with one field of one object; the message names the field. */
 export class FieldError extends Error {}
@@ -23,38 +23,23 @@ export interface Member<T> {
 export type Members = Record<string, Member<unknown>>
 export type Checked<M extends Members> = { [K in keyof M]: M[K] extends Member<infer T> ? T : never }
 
-const MEMBER_NAME = /^[a-z_]+$/
+/** Each member's name, check and field suffix, in the members' order. */
+const checksOf = (members: Members) => Object.entries(members).map(([name, m]) => ({ name, parse: m.parse, suffix: `.${name}` }))
 
-/**
- * The body of a generated parser's checks of `members` (the parsers are `p<i>`, from `first`):
- * one `const v<i>` per member, each a plain property read, in the members' order.
- */
-function checkLines(members: Members, first: number): string[] {
-  return Object.keys(members).map((name, i) => {
-    if (!MEMBER_NAME.test(name)) throw new Error(`member name ${name} cannot be generated`)
-    return `const v${first + i} = p${first + i}(obj.${name}, at + '.${name}')`
-  })
-}
-
-/** The checks of `members` in their order, generated like objectParser's; answers their normalized values. */
+/** The checks of `members` in their order; answers their normalized values in that order. */
 export function memberChecks<M extends Members>(members: M): (obj: Record<string, unknown>, at: string) => Checked<M> {
-  const names = Object.keys(members)
-  const body = [
-    `const [${names.map((_, i) => `p${i}`).join(', ')}] = parsers`,
-    'return function check(obj, at) {',
-    ...checkLines(members, 0).map((l) => `  ${l}`),
-    `  return { ${names.map((name, i) => `${name}: v${i}`).join(', ')} }`,
-    '}',
-  ].join('\n')
-  return new Function('parsers', body)(Object.values(members).map((m) => m.parse))
+  const checks = checksOf(members)
+  return (obj, at) => {
+    const checked: Record<string, unknown> = {}
+    for (const c of checks) checked[c.name] = c.parse(obj[c.name], at + c.suffix)
+    return checked as Checked<M>
+  }
 }
 
 /**
- * The parser of a track object, generated from its definition (as fast validators such as ajv
- * generate theirs): the members of `before`, the identifier (`identify`), the members of `after`,
- * answering `{index, identifier, ...members}`. Generated code reads each member by name and builds
- * one object of a fixed shape, as a hand-written parser would; a loop over the definition, with
- * its lookups by computed name, was measurably slower (docs/performance-history.md, Validation).
+ * The parser of a track object from its definition: the members of `before`, the identifier
+ * (`identify`), the members of `after`, checked in that order (the first problem found is the one
+ * reported), answering `{index, identifier, ...members}` in that order.
  */
 export function objectParser<B extends Members, A extends Members, I>(
   list: string,
@@ -62,22 +47,18 @@ export function objectParser<B extends Members, A extends Members, I>(
   identify: (obj: Record<string, unknown>, at: string) => I,
   after: A,
 ): (raw: unknown, index: number) => { index: number; identifier: I } & Checked<B> & Checked<A> {
-  if (!MEMBER_NAME.test(list)) throw new Error(`list name ${list} cannot be generated`)
-  const names = [...Object.keys(before), ...Object.keys(after)]
-  const parsers = [...Object.values(before), ...Object.values(after)].map((m) => m.parse)
-  const body = [
-    `const [${parsers.map((_, i) => `p${i}`).join(', ')}] = parsers`,
-    'return function parse(raw, index) {',
-    `  const at = '${list}[' + index + ']'`,
-    "  if (!isPlainObject(raw)) throw new FieldError(at + ': must be an object')",
-    '  const obj = raw',
-    ...checkLines(before, 0).map((l) => `  ${l}`),
-    '  const identifier = identify(obj, at)',
-    ...checkLines(after, Object.keys(before).length).map((l) => `  ${l}`),
-    `  return { index, identifier, ${names.map((name, i) => `${name}: v${i}`).join(', ')} }`,
-    '}',
-  ].join('\n')
-  return new Function('parsers', 'identify', 'isPlainObject', 'FieldError', body)(parsers, identify, isPlainObject, FieldError)
+  const checksBefore = checksOf(before)
+  const checksAfter = checksOf(after)
+  return (raw, index) => {
+    const at = `${list}[${index}]`
+    if (!isPlainObject(raw)) throw new FieldError(`${at}: must be an object`)
+    // The identifier holds its place after `index` from the start, though it is checked after `before`.
+    const parsed: Record<string, unknown> = { index, identifier: undefined }
+    for (const c of checksBefore) parsed[c.name] = c.parse(raw[c.name], at + c.suffix)
+    parsed.identifier = identify(raw, at)
+    for (const c of checksAfter) parsed[c.name] = c.parse(raw[c.name], at + c.suffix)
+    return parsed as { index: number; identifier: I } & Checked<B> & Checked<A>
+  }
 }
 
 /** The document's shape of `members`. */

@@ -1,6 +1,7 @@
 import { identifierKey, partitionOf, partitionOfKey, type Identifier } from '../domain/identifiers.js'
+import { pushTokensOf, type AttributeOp, type EventOp, type PurchaseOp } from '../domain/track-operations.js'
 import type { QueuedJob } from './jobs.js'
-import { pushTokensOf, type AttributeOp, type EmailStateChange, type EventOp, type PurchaseOp, type SubscriptionChange, type TrackJob } from './track-jobs.js'
+import type { EmailStateChange, SubscriptionChange, TrackJob } from './track-jobs.js'
 
 /** The request a producer splits into track jobs. */
 interface TrackRequest {

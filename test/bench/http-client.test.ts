@@ -38,7 +38,7 @@ describe('the bench HTTP client', () => {
   it('sends method, headers and a UTF-8 body, and reads status, headers and body by length', async () => {
     const client = new HttpClient({ timeoutMs: 5000, idleMs: 30_000 })
     const body = JSON.stringify({ name: 'ünï €' })
-    const r = await client.request('POST', url, '/users/track', { Authorization: 'Bearer k', 'Content-Type': 'application/json' }, body)
+    const r = await client.request(url, { method: 'POST', path: '/users/track', headers: { Authorization: 'Bearer k', 'Content-Type': 'application/json' }, body })
     expect(r.status).toBe(201)
     expect(r.headers['x-request-id']).toBe('req-1')
     expect(JSON.parse(r.body)).toEqual({ method: 'POST', auth: 'Bearer k', type: 'application/json', body })
@@ -47,24 +47,24 @@ describe('the bench HTTP client', () => {
   it('reuses one socket for requests one after another, and opens more for requests at once', async () => {
     const client = new HttpClient({ timeoutMs: 5000, idleMs: 30_000 })
     sockets.clear()
-    for (let i = 0; i < 5; i++) expect((await client.request('GET', url, '/', {})).status).toBe(201)
+    for (let i = 0; i < 5; i++) expect((await client.request(url, { method: 'GET', path: '/' })).status).toBe(201)
     expect(sockets.size).toBe(1)
     sockets.clear()
-    const answers = await Promise.all(Array.from({ length: 4 }, () => client.request('GET', url, '/', {})))
+    const answers = await Promise.all(Array.from({ length: 4 }, () => client.request(url, { method: 'GET', path: '/' })))
     expect(answers.map((a) => a.status)).toEqual([201, 201, 201, 201])
     expect(sockets.size).toBe(4)
   })
 
   it('reads a chunked body, and a socket the server closes is not used again', async () => {
     const client = new HttpClient({ timeoutMs: 5000, idleMs: 30_000 })
-    expect((await client.request('GET', url, '/chunked', {})).body).toBe('first ü, then € last')
-    expect((await client.request('GET', url, '/close', {})).body).toBe('ok')
+    expect((await client.request(url, { method: 'GET', path: '/chunked' })).body).toBe('first ü, then € last')
+    expect((await client.request(url, { method: 'GET', path: '/close' })).body).toBe('ok')
     sockets.clear()
-    expect((await client.request('GET', url, '/', {})).status).toBe(201)
+    expect((await client.request(url, { method: 'GET', path: '/' })).status).toBe(201)
   })
 
   it('fails an answer that does not come in time with code timeout', async () => {
     const client = new HttpClient({ timeoutMs: 500, idleMs: 30_000 })
-    await expect(client.request('GET', url, '/slow', {})).rejects.toMatchObject({ code: 'timeout' })
+    await expect(client.request(url, { method: 'GET', path: '/slow' })).rejects.toMatchObject({ code: 'timeout' })
   })
 })

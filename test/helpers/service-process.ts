@@ -67,6 +67,7 @@ function baseEnv(env: ServiceEnv, extra: Record<string, string>): NodeJS.Process
     HOME: process.env.HOME,
     REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
     LOG_LEVEL: 'warn',
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED,
     // Export callbacks go to the test's own loopback server.
     CALLBACK_ALLOW_PRIVATE: 'true',
     ...env,

@@ -25,6 +25,7 @@ export function spawnWorkerProcess(env: TestEnv, dataDir: string, roles: string[
       DATA_DIR: dataDir,
       JOB_LOCK_MS: '2000',
       LOG_LEVEL: 'error',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED,
       ...extraEnv,
     },
     stdio: ['ignore', 'inherit', 'inherit'],

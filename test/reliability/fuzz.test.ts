@@ -546,6 +546,8 @@ beforeAll(async () => {
 afterAll(async () => {
   if (SURVEY) console.log(`fuzz survey: ${surveyed.length} failures\n${surveyed.join('\n----\n')}`)
   await env?.close()
+  // A survey that found failing inputs fails the file, which shows the list printed above.
+  if (SURVEY) expect(surveyed.length, 'failing inputs, listed above').toBe(0)
 })
 
 describe('fuzzed request bodies: never a 5xx, every refusal a JSON message, a refusal changes nothing', () => {

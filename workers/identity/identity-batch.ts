@@ -16,7 +16,7 @@ import {
   type LockedProfiles,
   type ProfileRow,
 } from '../../shared/db/repositories/profile-repository.js'
-import { applyPendingAddressStates } from '../track/subscription-changes.js'
+import { applyPendingAddressStates } from '../pending-address-states.js'
 import { carryOver } from './carry-over.js'
 
 /** Writes of consecutive operations that touch disjoint profiles: one statement per table serves them all. */

@@ -24,10 +24,12 @@ import { findSubscriptionGroups } from '../../shared/db/repositories/subscriptio
 import { loadRecordParts } from '../../shared/db/repositories/user-record-repository.js'
 import { identifierKey, type Identifier } from '../../shared/domain/identifiers.js'
 import { sharingAnAddress, withLastOccurrences, type LastOccurrences } from '../../shared/domain/prioritization.js'
-import { pushTokensOf, subscriptionGroupsOf, type TrackJob } from '../../shared/queue/track-jobs.js'
+import { pushTokensOf, subscriptionGroupsOf } from '../../shared/domain/track-operations.js'
+import type { TrackJob } from '../../shared/queue/track-jobs.js'
+import { applyPendingAddressStates } from '../pending-address-states.js'
 import { applyJobs, newTrackBatch, type KeyedTrackJob, type SharedEmailChange, type TrackApplyError, type TrackBatch } from './apply-objects.js'
 import { ProfileIndex, profilesToRead } from './profile-index.js'
-import { applyEmailStateChanges, applyPendingAddressStates, applySubscriptionChanges } from './subscription-changes.js'
+import { applyEmailStateChanges, applySubscriptionChanges } from './subscription-changes.js'
 
 /** Every identifier the jobs name, in job order (a hot loop: no spreads). */
 function identifiersOf(jobs: TrackJob[]): Identifier[] {
@@ -125,13 +127,13 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
   for (const [ws, wsJobs] of byWorkspace) {
     const all = wsJobs.map((j) => j.job)
     const plain = all.every(isPlainTrackJob)
-    const batch = await loadTrackBatch(db, ws, all, now, plain, lastOccurrences)
+    const batch = await loadTrackBatch(db, { ws, jobs: all, now, plain, lastOccurrences })
     const { owners, errors } = applyJobs(batch, wsJobs)
     for (const [key, o] of owners) out.owners.set(key, o)
     for (const [key, e] of errors) out.errors.set(key, e)
     await writeTrackBatch(db, ws, batch)
     const stateful = await applyStatefulRules(db, ws, batch, all)
-    collectChanges(ws, batch, stateful, plain, out)
+    collectChanges(out, { ws, batch, stateful, plain })
   }
   return out
 }
@@ -143,7 +145,10 @@ export async function applyTrackJobs(db: pg.PoolClient, jobs: KeyedTrackJob[], n
  * email or phone that an identifier of the batch names, their last occurrence (read from the
  * event history; ProfileIndex.find compares holders of such an address only).
  */
-async function loadTrackBatch(db: pg.PoolClient, ws: string, jobs: TrackJob[], now: string, plain: boolean, lastOccurrences: LastOccurrences): Promise<TrackBatch> {
+async function loadTrackBatch(
+  db: pg.PoolClient,
+  { ws, jobs, now, plain, lastOccurrences }: { ws: string; jobs: TrackJob[]; now: string; plain: boolean; lastOccurrences: LastOccurrences },
+): Promise<TrackBatch> {
   const idPool: number[] = []
   const ids = identifiersOf(jobs)
   const lookup = lookupOf(ids)
@@ -234,7 +239,10 @@ async function applyStatefulRules(db: pg.PoolClient, ws: string, batch: TrackBat
 }
 
 /** What ClickHouse is owed: snapshots built in memory for a plain batch, the others read back after the commit. */
-function collectChanges(ws: string, batch: TrackBatch, stateful: { changed: Set<number>; deleted: { id: number; version: number }[] }, plain: boolean, out: AppliedTrackJobs): void {
+function collectChanges(
+  out: AppliedTrackJobs,
+  { ws, batch, stateful, plain }: { ws: string; batch: TrackBatch; stateful: { changed: Set<number>; deleted: { id: number; version: number }[] }; plain: boolean },
+): void {
   const touched = new Set(batch.profiles.touchedIds())
   for (const d of stateful.deleted) touched.delete(d.id)
   if (stateful.deleted.length) out.deleted.push({ workspaceId: ws, profiles: stateful.deleted })

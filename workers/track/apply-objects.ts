@@ -5,7 +5,8 @@ import type { PushTokenRow } from '../../shared/db/repositories/push-token-repos
 import { applyCustomAttribute, type AttributeProblem } from '../../shared/domain/attributes.js'
 import { describeIdentifier, type Identifier } from '../../shared/domain/identifiers.js'
 import type { ObjectError, TrackInputArray } from '../../shared/domain/object-error.js'
-import { isStoredTime, pushTokensOf, subscriptionGroupsOf, type AttributeOp, type EventOp, type PurchaseOp, type TrackJob } from '../../shared/queue/track-jobs.js'
+import { isStoredTime, pushTokensOf, subscriptionGroupsOf, type AttributeOp, type EventOp, type PurchaseOp } from '../../shared/domain/track-operations.js'
+import type { TrackJob } from '../../shared/queue/track-jobs.js'
 import type { ProfileIndex } from './profile-index.js'
 
 /** A track object, or a part of one, the worker could not apply; the rest of its request is applied. */
@@ -66,9 +67,7 @@ function createsByDefault(id: Identifier): boolean {
 /** The profile an object names, created when the rules allow; otherwise a user_not_found error. */
 export function resolveProfile(
   batch: TrackBatch,
-  id: Identifier,
-  updateExistingOnly: boolean | undefined,
-  at: { input_array: TrackInputArray; index: number },
+  { identifier: id, updateExistingOnly, at }: { identifier: Identifier; updateExistingOnly?: boolean; at: { input_array: TrackInputArray; index: number } },
   errors: TrackApplyError[],
 ): ProfileKeys | undefined {
   const found = batch.profiles.find(id)
@@ -161,13 +160,13 @@ export function applyJobs(batch: TrackBatch, jobs: KeyedTrackJob[]): { owners: M
         importPushTokens(batch, op, errors)
         continue
       }
-      const profile = resolveProfile(batch, op.identifier!, op.updateExistingOnly, { input_array: 'attributes', index: op.index }, errors)
+      const profile = resolveProfile(batch, { identifier: op.identifier!, updateExistingOnly: op.updateExistingOnly, at: { input_array: 'attributes', index: op.index } }, errors)
       if (profile) applyAttributes(batch, batch.profiles.fieldsOf(profile), op, errors)
     }
     const jobOwners: (number | null)[] = []
     // An occurrence changes no row: its owner goes to ClickHouse with it, and its profile becomes the most recent.
     const applyOccurrence = (op: EventOp | PurchaseOp, input_array: 'events' | 'purchases') => {
-      const profile = resolveProfile(batch, op.identifier, op._update_existing_only, { input_array, index: op.index }, errors)
+      const profile = resolveProfile(batch, { identifier: op.identifier, updateExistingOnly: op._update_existing_only, at: { input_array, index: op.index } }, errors)
       jobOwners.push(profile?.id ?? null)
       if (profile) batch.profiles.addOccurrence(profile)
     }

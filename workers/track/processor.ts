@@ -1,13 +1,14 @@
 import type { EventRow } from '../../shared/clickhouse/event-repository.js'
 import type { Snapshot } from '../../shared/clickhouse/snapshot-repository.js'
 import { recordErasures } from '../../shared/db/repositories/override-repository.js'
+import { propertiesTextOf } from '../../shared/domain/track-operations.js'
+import { eventIdOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 import { deliverToClickHouse } from '../clickhouse-delivery.js'
 import type { WorkerDeps } from '../deps.js'
 import { exactlyOnce } from '../exactly-once.js'
 import { occurrenceRecency } from '../occurrence-recency.js'
 import type { BatchProcessor } from '../runner.js'
 import { applyTrackJobs, isPlainTrackJob } from './apply-batch.js'
-import { eventIdOf, propertiesTextOf, type TrackJob } from '../../shared/queue/track-jobs.js'
 
 export const objectsOf = (job: TrackJob) =>
   job.attributes.length + job.events.length + job.purchases.length + job.subscriptionChanges.length + job.emailStateChanges.length

@@ -2,8 +2,6 @@ import type pg from 'pg'
 import { findDeprecatedExternalIds } from '../../shared/db/repositories/external-id-repository.js'
 import { touchProfiles } from '../../shared/db/repositories/profile-repository.js'
 import {
-  copyAddressGroupStates,
-  copyEmailStates,
   lockProfilesByKeys,
   setEmailSubscribeByAddress,
   writeAddressGroupStates,
@@ -84,27 +82,6 @@ export async function applyEmailStateChanges(db: pg.PoolClient, workspaceId: str
   await writeEmailStates(db, workspaceId, latest)
   await lockProfilesByKeys(db, workspaceId, { externalIds: [], emails: latest.map((l) => l.email), phones: [] })
   const changed = await setEmailSubscribeByAddress(db, workspaceId, latest)
-  await touchProfiles(db, changed)
-  return changed
-}
-
-/**
- * Applies states stored for an email or phone before any profile had it (address subscription
- * states and /email/status) to profiles that now have that address; returns the changed ids.
- * Call it for profiles whose email or phone the job set, after the job's own writes: a group
- * state is copied only when it is newer than the profile's own state for that group, while an
- * uploaded email state always replaces `email_subscribe` (it describes the address just tied).
- */
-export async function applyPendingAddressStates(
-  db: pg.PoolClient,
-  workspaceId: string,
-  profiles: { id: number; email: string | null; phone: string | null }[],
-): Promise<number[]> {
-  const withEmail = profiles.flatMap((p) => (p.email ? [{ profile_id: p.id, email: p.email }] : []))
-  const withPhone = profiles.flatMap((p) => (p.phone ? [{ profile_id: p.id, address: p.phone }] : []))
-  const owned = [...withEmail.map((o) => ({ profile_id: o.profile_id, address: o.email })), ...withPhone]
-  if (owned.length === 0) return []
-  const changed = unique([...(await copyAddressGroupStates(db, workspaceId, owned)), ...(await copyEmailStates(db, workspaceId, withEmail))])
   await touchProfiles(db, changed)
   return changed
 }

@@ -1,4 +1,5 @@
--- Merges and deletes no longer rewrite the ClickHouse history one by one (docs/identity.md).
+-- Merges and deletes record overrides instead of rewriting the ClickHouse history one by one
+-- (docs/identity.md).
 -- A merge records an override: the events of `old_profile_id` (the merged profile, gone) read as
 -- `new_profile_id`, always the end of the chain (when that profile is merged in turn, the row is
 -- pointed further). Queries apply the overrides at once; the identity worker's sweep rewrites the

@@ -56,6 +56,16 @@ async function removeFromLists(deps: EmailDeps, res: Response, list: EmailList, 
   res.status(201).json({ message: 'success', removed })
 }
 
+/**
+ * Queues a state for each address as /email/status does: the track worker stores it for the
+ * address and sets it on the profiles having the address now and those getting it later.
+ */
+async function queueEmailStates(deps: EmailDeps, res: Response, emails: string[], state: 'opted_in' | 'subscribed' | 'unsubscribed'): Promise<void> {
+  const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
+  const emailStateChanges = emails.map((email) => ({ email, subscription_state: state }))
+  await submitRequest(deps.producer, { ...request, jobs: (layout: TrackLayout) => trackChangeJobs(request, { emailStateChanges }, layout.partitions) })
+}
+
 const emailStatus: ApiRoute<EmailDeps> = {
   method: 'post',
   path: '/email/status',
@@ -67,10 +77,7 @@ const emailStatus: ApiRoute<EmailDeps> = {
   responses: { 201: '`{message: "success"}`' },
   handle: async (req, res, deps) => {
     const body = parseOr400(EmailStatusBody, req.body)
-    const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
-    const emailStateChanges = body.email.map((email) => ({ email, subscription_state: body.subscription_state }))
-    const jobs = (layout: TrackLayout) => trackChangeJobs(request, { emailStateChanges }, layout.partitions)
-    await submitRequest(deps.producer, { ...request, jobs })
+    await queueEmailStates(deps, res, body.email, body.subscription_state)
     res.status(201).json({ message: 'success' })
   },
 }
@@ -107,11 +114,9 @@ const blocklistRoute = (path: '/email/blocklist' | '/email/blacklist'): ApiRoute
   responses: { 201: '`{message: "success"}`' },
   handle: async (req, res, deps) => {
     const body = parseOr400(RemoveBody, req.body)
-    const request = { workspaceId: res.locals.auth!.workspaceId, requestId: res.locals.requestId! }
     const emails = [...new Set(body.email)]
-    await addToEmailList(deps.pg, request.workspaceId, 'bounce', emails)
-    const emailStateChanges = emails.map((email) => ({ email, subscription_state: 'unsubscribed' as const }))
-    await submitRequest(deps.producer, { ...request, jobs: (layout: TrackLayout) => trackChangeJobs(request, { emailStateChanges }, layout.partitions) })
+    await addToEmailList(deps.pg, res.locals.auth!.workspaceId, 'bounce', emails)
+    await queueEmailStates(deps, res, emails, 'unsubscribed')
     res.status(201).json({ message: 'success' })
   },
 })

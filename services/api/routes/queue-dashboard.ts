@@ -85,13 +85,11 @@ const BACKLOG_PATH = '/backlog'
 class TrackPartitionAdapter extends BullMQAdapter {
   constructor(
     private readonly partitionQueue: Queue,
-    private readonly about: string,
-    private readonly queues: QueueRegistry,
-    private readonly tracker: RequestTracker,
-    private readonly bound: number,
+    /** `bound`: TRACK_BACKLOG_MAX_OBJECTS. */
+    private readonly board: { about: string; queues: QueueRegistry; tracker: RequestTracker; bound: number },
   ) {
-    super(partitionQueue, { delimiter: '-', description: about })
-    this.live = about
+    super(partitionQueue, { delimiter: '-', description: board.about })
+    this.live = board.about
   }
 
   private live: string
@@ -99,14 +97,14 @@ class TrackPartitionAdapter extends BullMQAdapter {
   override async getJobCounts() {
     const [counts, lag, backlog] = await Promise.all([
       super.getJobCounts(),
-      queueLagSeconds(this.partitionQueue, this.queues.connection).catch(() => undefined),
-      this.tracker.backlog().catch(() => undefined),
+      queueLagSeconds(this.partitionQueue, this.board.queues.connection).catch(() => undefined),
+      this.board.tracker.backlog().catch(() => undefined),
     ])
     const live = [
       lag === undefined ? undefined : `lag ${lag.toFixed(1)} s (oldest job not yet applied)`,
-      backlog === undefined ? undefined : `track backlog ${backlog.all.toLocaleString('en')} of ${this.bound.toLocaleString('en')} objects (all partitions; per workspace: ${DASHBOARD_PATH}${BACKLOG_PATH})`,
+      backlog === undefined ? undefined : `track backlog ${backlog.all.toLocaleString('en')} of ${this.board.bound.toLocaleString('en')} objects (all partitions; per workspace: ${DASHBOARD_PATH}${BACKLOG_PATH})`,
     ].filter(Boolean)
-    this.live = [this.about, ...live].join(' · ')
+    this.live = [this.board.about, ...live].join(' · ')
     return counts
   }
 
@@ -122,7 +120,7 @@ function boardQueues(deps: DashboardDeps): BullMQAdapter[] {
     const { family, partition } = queueFamily(name)
     if (partition === undefined) return new BullMQAdapter(queues.get(name))
     const about = `partition ${partition} of the ${family} queue (${queues.layouts.current().partitions} partitions): /users/track work, applied in order`
-    return new TrackPartitionAdapter(queues.get(name), about, queues, deps.tracker, deps.config.TRACK_BACKLOG_MAX_OBJECTS)
+    return new TrackPartitionAdapter(queues.get(name), { about, queues, tracker: deps.tracker, bound: deps.config.TRACK_BACKLOG_MAX_OBJECTS })
   })
 }
 

@@ -235,7 +235,7 @@ function checkIfMatch(req: Request, user: DashboardUser): void {
 type ScimDeps = Pick<ApiDeps, 'pg'> & DiscoveryDeps
 
 /** One user answered with its ETag (equal to meta.version) and the requested attributes only. */
-function sendUser(deps: ScimDeps, req: Request, res: Response, status: number, user: DashboardUser) {
+function sendUser(deps: ScimDeps, req: Request, res: Response, { status, user }: { status: number; user: DashboardUser }) {
   const { attributes, excludedAttributes } = parseScim(Projection, { attributes: req.query.attributes, excludedAttributes: req.query.excludedAttributes })
   res.setHeader('ETag', userVersion(user))
   sendScim(res, status, selectAttributes(toScimUser(user, deps.config.PUBLIC_URL), attributes, excludedAttributes))
@@ -289,7 +289,7 @@ const userRoutes = withAuth<ScimDeps>('scim', [
         return created
       })
       res.location(toScimUser(user, deps.config.PUBLIC_URL).meta.location)
-      sendUser(deps, req, res, 201, user)
+      sendUser(deps, req, res, { status: 201, user })
     },
   },
   {
@@ -333,7 +333,7 @@ const userRoutes = withAuth<ScimDeps>('scim', [
         res.status(304).end()
         return
       }
-      sendUser(deps, req, res, 200, user)
+      sendUser(deps, req, res, { status: 200, user })
     },
   },
   {
@@ -346,7 +346,7 @@ const userRoutes = withAuth<ScimDeps>('scim', [
       // An unknown id is a 404 whatever the body holds.
       if (!(await getDashboardUser(deps.pg, req.params.id))) throw userNotFound()
       const body = parseScim(ReplaceUserBody, req.body)
-      sendUser(deps, req, res, 200, await replace(deps, req, () => body))
+      sendUser(deps, req, res, { status: 200, user: await replace(deps, req, () => body) })
     },
   },
   {
@@ -360,7 +360,7 @@ const userRoutes = withAuth<ScimDeps>('scim', [
       const ops = patchOperations(req.body)
       // The operations apply to the locked row's state, so two PATCHes never lose each other's changes.
       const user = await replace(deps, req, (current) => parseScim(ReplaceUserBody, applyPatch(toScimUser(current, deps.config.PUBLIC_URL), ops)))
-      sendUser(deps, req, res, 200, user)
+      sendUser(deps, req, res, { status: 200, user })
     },
   },
   {

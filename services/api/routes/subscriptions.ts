@@ -242,7 +242,7 @@ const getStatus: ApiRoute<SubscriptionDeps> = {
     const states =
       keys.kind === 'external_id'
         ? await readGroupStatesByExternalId(deps.pg, workspaceId, group.id, stored)
-        : await readGroupStatesByAddress(deps.pg, workspaceId, group.id, keys.kind, stored)
+        : await readGroupStatesByAddress(deps.pg, workspaceId, { groupId: group.id, kind: keys.kind, addresses: stored })
     const status = Object.fromEntries(keys.sent.map((sent, i) => [sent, labelOf(states.get(keys.stored[i]))]))
     res.json({ status, message: 'success' })
   },

@@ -12,7 +12,7 @@ import type { Config } from '../../../shared/config.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { textsMayHoldProblems } from '../validation.js'
-import { backlogFull, parseTrackObjects } from './users-track.js'
+import { backlogFull, parseTrackObjects, refuseBlockedExternalIds } from './users-track.js'
 
 function fatal(message: string, errors: unknown[] = [message]): ApiError {
   return new ApiError(400, 'bad_request', message, { errors })
@@ -112,9 +112,7 @@ const trackSync: ApiRoute<SyncDeps> = {
     const lists = syncBodyOf(req.body)
     const workspaceId = res.locals.auth!.workspaceId
     const requestId = res.locals.requestId!
-    const sent = [...(lists.attributes ?? []), ...(lists.events ?? []), ...(lists.purchases ?? [])]
-    const externalIds = sent.flatMap((o) => (isPlainObject(o) && typeof o.external_id === 'string' ? [o.external_id] : []))
-    if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) throw fatal('provided external_id is blacklisted and disallowed')
+    await refuseBlockedExternalIds(deps, workspaceId, lists)
     const { attributes, events, purchases, errors } = parseTrackObjects(lists, textsMayHoldProblems(req))
     if (errors.length) throw new ApiError(400, 'bad_request', errors[0].message, { errors })
     const identifiers = [...attributes.map((a) => a.identifier), ...events.map((e) => e.identifier), ...purchases.map((p) => p.identifier)]

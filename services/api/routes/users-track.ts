@@ -3,13 +3,13 @@ import { z } from 'zod'
 import { isPlainObject } from '../../../shared/domain/attributes.js'
 import type { ObjectError, TrackInputArray } from '../../../shared/domain/object-error.js'
 import { AttributeObject, EventObject, PurchaseObject, parseAttributes, parseEvent, parsePurchase } from '../../../shared/domain/track-objects.js'
+import type { AttributeOp, EventOp, PurchaseOp } from '../../../shared/domain/track-operations.js'
 import { FieldError } from '../../../shared/domain/track-validation.js'
 import { ApiError } from '../../../shared/errors.js'
 import { BacklogFullError, submitRequest } from '../../../shared/queue/jobs.js'
 import { trackRequestJobs } from '../../../shared/queue/track-job-builder.js'
 import type { TrackLayout } from '../../../shared/queue/track-layout.js'
 import type { Config } from '../../../shared/config.js'
-import type { AttributeOp, EventOp, PurchaseOp } from '../../../shared/queue/track-jobs.js'
 import type { ApiDeps } from '../deps.js'
 import type { ApiRoute, RouteFamily } from '../api-operation.js'
 import { jsonProblem, textsMayHoldProblems } from '../validation.js'
@@ -55,15 +55,15 @@ function fatal(message: string): ApiError {
 }
 
 /**
- * Parses each object on its own: a bad one becomes a non-fatal error, the rest go ahead. A parser
- * may also leave out members refused alone (`dropped`), each a non-fatal error of its own.
+ * Parses each object on its own: a bad one becomes a non-fatal error in `errors`, the rest go
+ * ahead. A parser may also leave out members refused alone (`dropped`), each a non-fatal error of
+ * its own. `texts` as parseTrackObjects says.
  */
 function parseEach<T>(
   list: unknown[] | undefined,
   inputArray: TrackInputArray,
   parse: (raw: unknown, i: number, dropped: string[]) => T,
-  errors: TrackError[],
-  texts: boolean,
+  { errors, texts }: { errors: TrackError[]; texts: boolean },
 ): T[] {
   const out: T[] = []
   const dropped: string[] = []
@@ -111,10 +111,26 @@ export function parseTrackObjects(
   texts = true,
 ): { attributes: AttributeOp[]; events: EventOp[]; purchases: PurchaseOp[]; errors: TrackError[] } {
   const errors: TrackError[] = []
-  const attributes = parseEach(body.attributes, 'attributes', parseAttributes, errors, texts)
-  const events = parseEach(body.events, 'events', parseEvent, errors, texts)
-  const purchases = parseEach(body.purchases, 'purchases', parsePurchase, errors, texts)
+  const attributes = parseEach(body.attributes, 'attributes', parseAttributes, { errors, texts })
+  const events = parseEach(body.events, 'events', parseEvent, { errors, texts })
+  const purchases = parseEach(body.purchases, 'purchases', parsePurchase, { errors, texts })
   return { attributes, events, purchases, errors }
+}
+
+/**
+ * A fatal 400 when an object names an external id the workspace blocks, before any object is
+ * checked (/users/track and /users/track/sync).
+ */
+export async function refuseBlockedExternalIds(
+  deps: Pick<ApiDeps, 'workspaces'>,
+  workspaceId: string,
+  lists: { attributes?: unknown[]; events?: unknown[]; purchases?: unknown[] },
+): Promise<void> {
+  const externalIds = [...(lists.attributes ?? []), ...(lists.events ?? []), ...(lists.purchases ?? [])]
+    // An id with a NUL cannot be stored, so it is blocked by no list: its object is refused when parsed.
+    .map((o) => (isPlainObject(o) && typeof o.external_id === 'string' && !o.external_id.includes('\u0000') ? o.external_id : undefined))
+    .filter((x): x is string => x !== undefined)
+  if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) throw fatal('provided external_id is blacklisted and disallowed')
 }
 
 /** What /users/track uses: blocked ids, the partition count and backlog bounds, the queues, the 429 counter. */
@@ -139,13 +155,7 @@ const track: ApiRoute<TrackDeps> = {
     const body = trackBodyOf(req.body)
     const workspaceId = res.locals.auth!.workspaceId
     const requestId = res.locals.requestId!
-    const externalIds = [...(body.attributes ?? []), ...(body.events ?? []), ...(body.purchases ?? [])]
-      // An id with a NUL cannot be looked up (nor stored): its object is refused below.
-      .map((o) => (isPlainObject(o) && typeof o.external_id === 'string' && !o.external_id.includes('\u0000') ? o.external_id : undefined))
-      .filter((x): x is string => x !== undefined)
-    if (await deps.workspaces.anyBlocked(workspaceId, externalIds)) {
-      throw fatal('provided external_id is blacklisted and disallowed')
-    }
+    await refuseBlockedExternalIds(deps, workspaceId, body)
 
     const { attributes, events, purchases, errors } = parseTrackObjects(body, textsMayHoldProblems(req))
     if (attributes.length + events.length + purchases.length === 0) {

@@ -41,13 +41,17 @@ const READ_FIELDS: readonly Column[] = [...WRITE_FIELDS, ['updated_at', 'timesta
 export const SELECT_PROFILE = `SELECT ${READ_FIELDS.map(selected).join(', ')}`
 
 /**
- * The profile of a row that selected SELECT_PROFILE beside other columns, as one object literal
- * of fixed shape (a generated function): copying a wide row with a rest pattern cost more than
- * reading it (a batch reads thousands).
+ * The given columns of a row, copied in their order into a new object: every copy of the same
+ * columns gets the same shape. A rest pattern would copy the row's other columns too.
  */
-export const profileOfRow = new Function('row', `return { ${READ_FIELDS.map(([name]) => `${name}: row.${name}`).join(', ')} }`) as (
-  row: ProfileRow,
-) => ProfileRow
+function copyColumns<T>(row: ProfileRow, columns: readonly Column[]): T {
+  const copy: Record<string, unknown> = {}
+  for (const [name] of columns) copy[name] = row[name]
+  return copy as T
+}
+
+/** The profile of a row that selected SELECT_PROFILE beside other columns. */
+export const profileOfRow = (row: ProfileRow): ProfileRow => copyColumns(row, READ_FIELDS)
 
 const INSERT_PROFILES = `INSERT INTO profiles (${WRITE_FIELDS.map(([name]) => name).join(', ')}, updated_at, version)
        SELECT ${WRITE_FIELDS.map(written).join(', ')}, now(), 1
@@ -159,7 +163,7 @@ const KEY_FIELDS: readonly Column[] = [
 ]
 
 /** A profile's keys, copied out of its row (a new object: callers stamp recency on keys, never on rows). */
-export const keysOfRow = new Function('row', `return { ${KEY_FIELDS.map(([name]) => `${name}: row.${name}`).join(', ')} }`) as (row: ProfileRow) => ProfileKeys
+export const keysOfRow = (row: ProfileRow): ProfileKeys => copyColumns(row, KEY_FIELDS)
 
 /** The advisory lock class of workspaces' user identities (the two-key form: apart from the sweep's one-key lock). */
 const IDENTITIES_LOCK = 22

@@ -199,9 +199,7 @@ const addressColumn: Record<AddressKind, string> = { email: 'p.email', phone: 'p
 export async function readGroupStatesByAddress(
   db: Queryable,
   workspaceId: string,
-  groupId: string,
-  kind: AddressKind,
-  addresses: string[],
+  { groupId, kind, addresses }: { groupId: string; kind: AddressKind; addresses: string[] },
 ): Promise<Map<string, GroupState>> {
   const column = addressColumn[kind]
   const r = await query<{ key: string; state: GroupState }>(

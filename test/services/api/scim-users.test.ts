@@ -336,7 +336,7 @@ describe('GET /scim/v2/Users', () => {
     const deep = (n: number) => `${'('.repeat(n)}userName eq "x"${')'.repeat(n)}`
     const nots = (n: number) => `${'not ('.repeat(n)}userName eq "x"${')'.repeat(n)}`
     const cases: [string, string][] = [
-      // The issue's filter: over the length bound before its nesting is looked at.
+      // 20,000 deep: over the length bound, which is checked before the nesting.
       [deep(20_000), 'filter is 40,015 characters long; at most 4,096 are allowed'],
       [deep(2_000), 'filter nests parentheses and brackets 2,000 deep; at most 32 are allowed'],
       [nots(33), 'filter nests parentheses and brackets 33 deep; at most 32 are allowed'],

@@ -73,6 +73,14 @@ describe('POST /users/track/sync', () => {
     expect((await sync({ attributes: { external_id: 'a' } }, other.key)).status).toBe(403)
   })
 
+  it('refuses an object naming a blocked external id, as /users/track does, and applies nothing', async () => {
+    expect((await env.admin('PUT', `/admin/v1/workspaces/${ws.id}/blocked_external_ids`, { external_ids: ['dummy'] })).status).toBe(200)
+    const r = await sync({ events: { external_id: 'dummy', name: 'e', time: new Date().toISOString() } })
+    expect(r.status).toBe(400)
+    expect(r.body).toEqual({ message: 'provided external_id is blacklisted and disallowed', errors: ['provided external_id is blacklisted and disallowed'] })
+    expect((await env.readUsers(ws.key, { external_ids: ['dummy'] })).users).toEqual([])
+  })
+
   it('applies once for a repeated Idempotency-Key', async () => {
     const body = { attributes: { external_id: 'inc', n: { inc: 1 } } }
     const first = await sync(body, ws.key, { 'idempotency-key': 'sync-1' })

@@ -136,7 +136,7 @@ describe('segment membership on ClickHouse', () => {
   const members = async (filter: Filter) => {
     const rows = await readSegmentPage(env.clickhouse, ws, compileFor(env.clickhouse, filter), { after: '0', limit: 100 })
     for (const plan of ['auto', 'candidates', 'all'] as const) {
-      expect(await countSegmentMembers(env.clickhouse, ws, filter, plan), `${plan} ${JSON.stringify(filter)}`).toBe(rows.length)
+      expect(await countSegmentMembers(env.clickhouse, ws, filter, { plan }), `${plan} ${JSON.stringify(filter)}`).toBe(rows.length)
     }
     return rows.map((r) => Number(r.profile_id))
   }
@@ -237,7 +237,7 @@ describe('segment membership on ClickHouse', () => {
     await writeSnapshots(env.clickhouse, [at(1, 1, 'FR'), at(2, 1, 'DE'), at(3, 1, 'FR'), ...Array.from({ length: 37 }, (_, i) => at(i + 4, 1, i < 2 ? 'FR' : 'US'))])
     await writeSnapshots(env.clickhouse, [at(1, 2, 'DE'), at(2, 2, 'FR'), at(4, 2, 'US'), at(5, 2, 'US')])
     await writeTombstones(env.clickhouse, versioned, [{ id: 3, version: 2 }])
-    const count = (filter: Filter, plan: 'auto' | 'candidates' | 'all') => countSegmentMembers(env.clickhouse, versioned, filter, plan)
+    const count = (filter: Filter, plan: 'auto' | 'candidates' | 'all') => countSegmentMembers(env.clickhouse, versioned, filter, { plan })
     for (const plan of ['auto', 'candidates', 'all'] as const) {
       // FR: few candidates (1-5), one member; US: most rows (the auto count falls back to all).
       expect(await count({ field: 'country', op: 'eq', value: 'FR' }, plan), plan).toBe(1)
@@ -254,7 +254,7 @@ describe('segment membership on ClickHouse', () => {
     await writeSnapshots(env.clickhouse, Array.from({ length: 30 }, (_, i) => row(i + 1, i < 3 ? 'FR' : 'US')))
     const fr = { field: 'country', op: 'eq', value: 'FR' } as const
     // A stale figure either way: too small a set limit falls back to every row, too large keeps the candidates.
-    for (const rows of [0, 1, 1e9]) expect(await countSegmentMembers(env.clickhouse, sized, fr, 'auto', async () => rows), String(rows)).toBe(3)
+    for (const rows of [0, 1, 1e9]) expect(await countSegmentMembers(env.clickhouse, sized, fr, { workspaceRows: async () => rows }), String(rows)).toBe(3)
 
     const recently = workspaceRowsRecently(env.clickhouse)
     expect(await recently(sized)).toBe(30)
@@ -262,7 +262,7 @@ describe('segment membership on ClickHouse', () => {
     expect(await recently(sized)).toBe(30)
     expect(await workspaceRowsNow(env.clickhouse)(sized)).toBe(32)
     expect(await workspaceRowsRecently(env.clickhouse, 0)(sized)).toBe(32)
-    expect(await countSegmentMembers(env.clickhouse, sized, fr, 'auto', recently)).toBe(5)
+    expect(await countSegmentMembers(env.clickhouse, sized, fr, { workspaceRows: recently })).toBe(5)
   })
 
   it('pages in profile id order after a cursor', async () => {

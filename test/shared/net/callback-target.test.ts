@@ -12,7 +12,7 @@ import {
 // Nothing here opens a socket: addresses are classified as text, and names are answered by a
 // resolver the test hands in (the system resolver only ever sees `localhost`, from /etc/hosts).
 
-/** Every address of the issue and of IANA's special-purpose registries, with the class it must get. */
+/** Addresses of each kind a callback target may name and of IANA's special-purpose registries, with the class each must get. */
 const table: [string, 'global' | 'private' | 'never', string][] = [
   // Public unicast.
   ['8.8.8.8', 'global', 'unicast'],

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import type { ProfileRow } from '../../../shared/db/repositories/profile-repository.js'
 import { storedProfile } from '../../helpers/stored-profile.js'
-import type { AttributeOp, EventOp, PurchaseOp, TrackJob } from '../../../shared/queue/track-jobs.js'
+import type { AttributeOp, EventOp, PurchaseOp } from '../../../shared/domain/track-operations.js'
+import type { TrackJob } from '../../../shared/queue/track-jobs.js'
 import {
   applyAttributes,
   applyJobs,
@@ -79,19 +80,19 @@ describe('resolving the profile an object names', () => {
   it('finds a stored profile, creates one for a new external id, and refuses an alias nobody has unless told to create', () => {
     const { batch, ann } = batchOf()
     const errors: TrackApplyError[] = []
-    expect(resolveProfile(batch, { kind: 'external_id', value: 'ann' }, undefined, { input_array: 'events', index: 0 }, errors)).toBe(ann)
-    expect(resolveProfile(batch, { kind: 'external_id', value: 'new' }, undefined, { input_array: 'events', index: 1 }, errors)).toMatchObject({ id: 100, external_id: 'new' })
+    expect(resolveProfile(batch, { identifier: { kind: 'external_id', value: 'ann' }, at: { input_array: 'events', index: 0 } }, errors)).toBe(ann)
+    expect(resolveProfile(batch, { identifier: { kind: 'external_id', value: 'new' }, at: { input_array: 'events', index: 1 } }, errors)).toMatchObject({ id: 100, external_id: 'new' })
     const alias = { kind: 'user_alias', alias_label: 'crm', alias_name: 'x' } as const
-    expect(resolveProfile(batch, alias, undefined, { input_array: 'attributes', index: 2 }, errors)).toBeUndefined()
-    expect(resolveProfile(batch, alias, false, { input_array: 'attributes', index: 3 }, errors)).toMatchObject({ id: 101 })
+    expect(resolveProfile(batch, { identifier: alias, at: { input_array: 'attributes', index: 2 } }, errors)).toBeUndefined()
+    expect(resolveProfile(batch, { identifier: alias, updateExistingOnly: false, at: { input_array: 'attributes', index: 3 } }, errors)).toMatchObject({ id: 101 })
     expect(errors).toEqual([{ type: 'user_not_found', input_array: 'attributes', index: 2, message: expect.stringContaining('x') }])
   })
 
   it('never creates a profile for an unknown service id or when only existing users may be updated', () => {
     const { batch } = batchOf()
     const errors: TrackApplyError[] = []
-    expect(resolveProfile(batch, { kind: 'service_id', value: 'nope' }, false, { input_array: 'purchases', index: 4 }, errors)).toBeUndefined()
-    expect(resolveProfile(batch, { kind: 'external_id', value: 'new' }, true, { input_array: 'attributes', index: 5 }, errors)).toBeUndefined()
+    expect(resolveProfile(batch, { identifier: { kind: 'service_id', value: 'nope' }, updateExistingOnly: false, at: { input_array: 'purchases', index: 4 } }, errors)).toBeUndefined()
+    expect(resolveProfile(batch, { identifier: { kind: 'external_id', value: 'new' }, updateExistingOnly: true, at: { input_array: 'attributes', index: 5 } }, errors)).toBeUndefined()
     expect(errors.map((e) => [e.type, e.input_array, e.index])).toEqual([
       ['user_not_found', 'purchases', 4],
       ['user_not_found', 'attributes', 5],
